@@ -1,0 +1,28 @@
+"""jupyter-ktune: interactive, measured GPU kernel tuning in the notebook.
+
+``%load_ext jupyter_ktune`` registers the ``%%kernel`` cell magic. The core (spec, runner,
+backends, measure) imports no IPython, so scripts and tests use it directly.
+"""
+
+from jupyter_ktune.api import run_kernel as run_kernel
+from jupyter_ktune.results import RunResult as RunResult
+from jupyter_ktune.results import Status as Status
+from jupyter_ktune.spec import KernelSpec as KernelSpec
+from jupyter_ktune.spec import parse_cell as parse_cell
+
+try:
+    from jupyter_ktune._version import __version__ as __version__
+except ImportError:  # a source checkout that was never built
+    __version__ = "0+unknown"
+
+
+def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
+    """Register the ``%%kernel`` magic (``%load_ext jupyter_ktune``)."""
+    from jupyter_ktune.magics import KtuneMagics
+
+    ipython.register_magics(KtuneMagics)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the prebuilt labextension shipped in the wheel."""
+    return [{"src": "labextension", "dest": "jupyter-ktune"}]

@@ -1,0 +1,43 @@
+"""The core entry point scripts, the CLI and the magic share: run one variant of a spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jupyter_ktune.backends import get_backend
+from jupyter_ktune.results import RunResult
+from jupyter_ktune.runner.client import DeviceWorker, get_worker
+from jupyter_ktune.runner.execute import limits_for
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+
+def choose_config(spec: KernelSpec, values: Mapping[str, Any] | None = None,
+                  limits: Mapping[str, int] | None = None) -> Config:
+    """The config to run: the values given (checked), else the cell's ``--config``, else the first
+    config that satisfies the constraints on this device."""
+    given = dict(spec.initial)
+    given.update(values or {})
+    if given:
+        return spec.space.config(given)
+    return spec.space.default(limits)
+
+
+def run_kernel(spec: KernelSpec, config: Mapping[str, Any] | None = None, *,
+               worker: DeviceWorker | None = None) -> RunResult:
+    """Compile, verify and time one variant of ``spec`` in the device worker.
+
+    Host-side checks run first (a missing kernel or grid is a :class:`~jupyter_ktune.errors.CellError`
+    raised here, with the cell line); everything that happens on the device comes back as a
+    :class:`RunResult` whose status says how it went.
+
+    Examples
+    --------
+    >>> spec = parse_cell("scale --inputs inputs --reference ref --out y", SRC, globals())  # doctest: +SKIP
+    >>> run_kernel(spec, {"BLOCK": 256}).median_ms                                         # doctest: +SKIP
+    """
+    get_backend(spec.backend).check(spec)
+    worker = worker or get_worker()
+    limits = limits_for(spec, worker.device(spec.backend))
+    return worker.run(spec, choose_config(spec, config, limits))

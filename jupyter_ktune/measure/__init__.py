@@ -1,0 +1,1 @@
+"""Measuring: the one timing protocol, verification against a reference, static reports."""

@@ -1,0 +1,55 @@
+"""SM and memory clocks through NVML, read beside every timing.
+
+Clocks are never changed (the GPU may be shared); they are recorded so a number taken while the
+SM clock was ramping or throttled can be recognised as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """One NVML reading."""
+
+    sm_mhz: int
+    mem_mhz: int
+    sm_max_mhz: int
+
+
+@cache
+def _nvml_handle(pci_bus_id: str | None) -> Any:
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    if pci_bus_id:
+        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+    return pynvml.nvmlDeviceGetHandleByIndex(0)
+
+
+def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
+    """Current SM/memory clocks of the device with that PCI bus id; None where NVML is absent."""
+    try:
+        import pynvml
+
+        h = _nvml_handle(pci_bus_id)
+        return Clocks(sm_mhz=int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+                      mem_mhz=int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+                      sm_max_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)))
+    except Exception:  # noqa: BLE001 - NVML missing or not permitted: record nothing, say so upstream
+        return None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version string, or None without NVML."""
+    try:
+        import pynvml
+
+        _nvml_handle(None)
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:  # noqa: BLE001
+        return None

@@ -1,0 +1,159 @@
+"""The one timing protocol, shared by every backend.
+
+Protocol (see ../shared/DESIGN.md, "How to measure"):
+
+1. One untimed launch (module load, JIT), then a synchronize.
+2. An estimate from a few flushed runs, then warm-up runs worth ``warmup_ms`` of GPU time, so the
+   SM clock has ramped up (345 -> 1980 MHz on the H200) before anything counts.
+3. Timed runs in batches. Before each run the L2 is flushed by writing a buffer several times
+   its size (unless warm-cache numbers were asked for); device events bracket the kernel alone.
+   There is no host synchronize between runs: the flush keeps the GPU busy, so the launch latency
+   of the next kernel is hidden and the events measure the kernel, not the host.
+4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or the
+   time budget or run cap is spent; at least ``min_runs`` runs always.
+5. For kernels shorter than ``graph_below_ms`` also replay a CUDA graph of back-to-back launches
+   and report the per-launch time (warm cache, no launch gaps): the floor a fused pipeline sees.
+6. The host cost of one launch call is measured apart and labelled host time, never GPU time.
+
+Backends differ only in the :class:`DeviceTimer` they hand in (CuPy, torch or JAX events).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from jupyter_ktune.measure.stats import relative_ci_halfwidth
+from jupyter_ktune.results import Timing
+
+
+class DeviceTimer(Protocol):
+    """What the protocol needs from a device runtime."""
+
+    name: str
+    l2_flush_bytes: int
+
+    def synchronize(self) -> None:
+        """Wait for all queued device work."""
+
+    def new_event(self) -> Any:
+        """A fresh timing event (not yet recorded)."""
+
+    def record(self, event: Any) -> None:
+        """Enqueue ``event`` on the stream the kernel runs on."""
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Device time between two recorded, completed events."""
+
+    def flush_l2(self) -> None:
+        """Enqueue a write over a buffer larger than the L2 cache."""
+
+    def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
+        """Per-launch time of a captured graph of ``launches`` launches, or None if unsupported."""
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """Knobs of the protocol; the defaults are what the panel uses for one slider step."""
+
+    budget_ms: float = 200.0
+    warmup_ms: float = 25.0
+    min_runs: int = 10
+    max_runs: int = 2000
+    rel_precision: float = 0.005
+    warm_cache: bool = False
+    graph_below_ms: float = 0.05
+    graph_launches: int = 100
+
+    def __post_init__(self) -> None:
+        if self.budget_ms <= 0 or self.min_runs < 1 or self.max_runs < self.min_runs:
+            raise ValueError("[ktune] TimingPlan needs budget_ms > 0 and 1 <= min_runs <= max_runs")
+
+
+def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list[float]:
+    pairs = []
+    for _ in range(n):
+        if flush:
+            timer.flush_l2()
+        start, end = timer.new_event(), timer.new_event()
+        timer.record(start)
+        launch()
+        timer.record(end)
+        pairs.append((start, end))
+    timer.synchronize()
+    return [timer.elapsed_ms(s, e) for s, e in pairs]
+
+
+def _host_launch_us(launch: Callable[[], None], timer: DeviceTimer, n: int = 20) -> float:
+    """Median host time of one launch *call* (enqueue cost), a host-side number by design."""
+    costs = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        launch()
+        costs.append(time.perf_counter() - t0)
+    timer.synchronize()
+    return float(np.median(costs) * 1e6)
+
+
+def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
+                plan: TimingPlan | None = None) -> Timing:
+    """Time ``launch`` with the project's protocol and return every run's device time.
+
+    Parameters
+    ----------
+    launch
+        Enqueues the kernel once on the timer's stream; must not synchronize.
+    timer
+        The device runtime's events, L2 flush and graph capture.
+    plan
+        Budget, precision and cache policy.
+
+    Examples
+    --------
+    >>> t = time_kernel(lambda: fn(grid, block, args), CupyTimer())  # doctest: +SKIP
+    >>> t.median_ms, t.iqr_ms, t.n                                     # doctest: +SKIP
+    """
+    plan = plan or TimingPlan()
+    flush = not plan.warm_cache
+    launch()
+    timer.synchronize()
+    estimate = float(np.median(_timed_runs(launch, timer, 5, flush)))
+    per_run = max(estimate, 1e-4)
+    warmup = int(min(max(math.ceil(plan.warmup_ms / per_run), 1), 1000))
+    _timed_runs(launch, timer, warmup, flush)
+
+    times: list[float] = []
+    batch = int(min(max(plan.budget_ms / per_run / 8, plan.min_runs), 250))
+    deadline = time.perf_counter() + plan.budget_ms * 1e-3 * 3  # host guard if flushes dominate
+    spent_ms = 0.0
+    while True:
+        n = min(batch, plan.max_runs - len(times))
+        got = _timed_runs(launch, timer, n, flush)
+        times.extend(got)
+        spent_ms += sum(got)
+        arr = np.asarray(times)
+        if len(times) >= plan.max_runs:
+            break
+        if len(times) >= plan.min_runs and (
+                relative_ci_halfwidth(arr) <= plan.rel_precision
+                or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
+            break
+
+    median = float(np.median(times))
+    graph_ms = None
+    if median < plan.graph_below_ms:
+        graph_ms = timer.graph_ms(launch, plan.graph_launches)
+    flush_txt = ("warm L2 (no flush)" if not flush
+                 else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB write)")
+    method = (f"{timer.name} events around each launch, {flush_txt}, {warmup} warm-up runs, "
+              f"median of {len(times)}")
+    return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
+                  warm_cache=not flush, l2_flush_bytes=timer.l2_flush_bytes if flush else 0,
+                  warmup_runs=warmup, graph_ms=graph_ms,
+                  graph_launches=plan.graph_launches if graph_ms is not None else 0,
+                  host_launch_us=_host_launch_us(launch, timer))

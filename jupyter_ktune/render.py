@@ -1,0 +1,131 @@
+"""HTML and text rendering of results: self-contained markup, no CSS or JS from anywhere else.
+
+Kept apart from the result types so those stay plain data that cross process boundaries.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from jupyter_ktune.results import RunResult, Status
+
+_BADGE = {
+    Status.OK: ("#1a7f37", "correct"),
+    Status.WRONG: ("#cf222e", "wrong result"),
+    Status.COMPILE_ERROR: ("#cf222e", "compile error"),
+    Status.OUT_OF_RESOURCES: ("#9a6700", "out of resources"),
+    Status.RUNTIME_ERROR: ("#cf222e", "runtime error"),
+    Status.CRASHED: ("#cf222e", "worker crashed"),
+    Status.TIMEOUT: ("#cf222e", "timed out"),
+    Status.CANNOT_RUN: ("#57606a", "cannot run here"),
+    Status.NOT_ALLOWED: ("#57606a", "not allowed"),
+}
+
+
+def fmt_time(ms: float) -> str:
+    """Format a duration given in ms with a unit that keeps 3-4 significant digits."""
+    if ms >= 1000:
+        return f"{ms / 1000:.3f} s"
+    if ms >= 1:
+        return f"{ms:.3f} ms"
+    if ms >= 1e-3:
+        return f"{ms * 1e3:.2f} µs"
+    return f"{ms * 1e6:.0f} ns"
+
+
+def _row(label: str, value: str) -> str:
+    return (f"<tr><th style='text-align:left;padding:1px 10px 1px 0;font-weight:600'>"
+            f"{escape(label)}</th><td style='padding:1px 0'>{value}</td></tr>")
+
+
+def _timing_rows(r: RunResult) -> list[str]:
+    m = r.measurement
+    if m is None:
+        return []
+    t, p = m.timing, m.provenance
+    lo, hi = t.median_ci_ms()
+    rows = [_row("GPU time", f"<b>{fmt_time(t.median_ms)}</b> median &nbsp;·&nbsp; IQR "
+                 f"{fmt_time(t.iqr_ms)} &nbsp;·&nbsp; 95% CI of median [{fmt_time(lo)}, "
+                 f"{fmt_time(hi)}] &nbsp;·&nbsp; min {fmt_time(t.min_ms)} &nbsp;·&nbsp; n = {t.n}")]
+    rates = []
+    if m.gbps is not None:
+        rates.append(f"{m.gbps:,.1f} GB/s")
+    if m.tflops is not None:
+        rates.append(f"{m.tflops:,.2f} TFLOP/s")
+    if rates:
+        rows.append(_row("Achieved", " &nbsp;·&nbsp; ".join(rates) + " (at the median time)"))
+    if t.graph_ms is not None:
+        rows.append(_row("CUDA graph", f"{fmt_time(t.graph_ms)} per launch over "
+                         f"{t.graph_launches} back-to-back launches (warm L2, no launch gaps)"))
+    if t.host_launch_us is not None:
+        rows.append(_row("Launch call", f"{t.host_launch_us:.1f} µs host time to enqueue "
+                         "(host clock, not GPU time)"))
+    clock = "not available (no NVML)"
+    if p.sm_clock_mhz:
+        clock = f"{p.sm_clock_mhz[0]} → {p.sm_clock_mhz[1]} MHz (max {p.sm_clock_max_mhz})"
+    rows.append(_row("SM clock", escape(clock) + " via NVML, before → after timing"))
+    rows.append(_row("Method", escape(t.method)))
+    return rows
+
+
+def _diagnostics_html(r: RunResult) -> str:
+    if not r.diagnostics:
+        return ""
+    items = "".join(
+        f"<li><code>{'cell line ' + str(d.line) if d.line else 'outside the cell'}</code> "
+        f"<b>{escape(d.severity)}</b>: {escape(d.message)}</li>" for d in r.diagnostics[:20])
+    return f"<ul style='margin:4px 0 4px 18px;padding:0'>{items}</ul>"
+
+
+def run_result_html(r: RunResult) -> str:
+    """One card: status badge, timing with spread, rates, verification, static report."""
+    colour, label = _BADGE[r.status]
+    if r.status is Status.OK and r.verification is None:
+        colour, label = "#57606a", "not verified"
+    cfg = " ".join(f"{k}={v}" for k, v in r.config.items()) or "(no parameters)"
+    head = (f"<div style='display:flex;gap:8px;align-items:center;margin-bottom:4px'>"
+            f"<span style='background:{colour};color:white;border-radius:10px;padding:1px 9px;"
+            f"font-size:12px'>{escape(label)}</span><b>{escape(r.name)}</b>"
+            f"<code>{escape(cfg)}</code><span style='color:#57606a'>{escape(r.backend)} · "
+            f"{escape(r.device or 'no device')}</span></div>")
+    rows: list[str] = []
+    if r.reason:
+        rows.append(_row("Result", f"<span style='white-space:pre-wrap'>{escape(r.reason)}</span>"
+                         + _diagnostics_html(r)))
+    rows += _timing_rows(r)
+    if r.launch:
+        rows.append(_row("Launch", escape(", ".join(f"{k} {v}" for k, v in r.launch.items()))))
+    static = ""
+    if r.static is not None and hasattr(r.static, "_repr_html_"):
+        static = ("<details open><summary style='cursor:pointer'>Static report</summary>"
+                  f"{r.static._repr_html_()}</details>")
+    prov = ""
+    if r.measurement is not None:
+        p = r.measurement.provenance
+        items = {"device": p.device, "compute capability": p.compute_capability,
+                 "driver": p.driver, "source hash": p.source_hash, "host": p.host,
+                 **{f"{k}": v for k, v in p.toolchain.items()}}
+        prov = ("<details><summary style='cursor:pointer'>Provenance</summary><table>"
+                + "".join(_row(k, escape(str(v))) for k, v in items.items() if v) + "</table></details>")
+    return (f"<div class='ktune-result' style='font-family:var(--jp-ui-font-family,sans-serif);"
+            f"font-size:13px;border:1px solid #d0d7de;border-radius:6px;padding:8px 10px'>{head}"
+            f"<table style='border-collapse:collapse'>{''.join(rows)}</table>{static}{prov}</div>")
+
+
+def run_result_text(r: RunResult) -> str:
+    """Plain-text one-liner for terminals and ``repr``."""
+    cfg = " ".join(f"{k}={v}" for k, v in r.config.items())
+    parts = [f"{r.name} [{cfg}] {r.status.value}"]
+    if r.measurement is not None:
+        t = r.measurement.timing
+        parts.append(f"{fmt_time(t.median_ms)} median (IQR {fmt_time(t.iqr_ms)}, n={t.n})")
+    if r.reason:
+        parts.append(r.reason.splitlines()[0])
+    return " · ".join(parts)
+
+
+def error_html(message: Any) -> str:
+    """A cell error shown in place of a traceback."""
+    return (f"<div style='color:#cf222e;font-family:monospace;white-space:pre-wrap'>"
+            f"{escape(str(message))}</div>")

@@ -1,0 +1,247 @@
+"""Client side of the device worker: start it, send requests, survive its death.
+
+The notebook process never imports CuPy, Triton's driver or JAX's GPU client; it only talks to
+the worker. When the worker faults (a sticky CUDA error), segfaults, or hangs past the request's
+timeout, the request becomes a failed :class:`RunResult` with the reason, the worker is replaced,
+and the next request is served by a fresh process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from jupyter_ktune.errors import KtuneError
+from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+
+class WorkerDied(KtuneError):
+    """The worker exited while serving a request."""
+
+
+class WorkerTimeout(KtuneError):
+    """The worker did not answer within the request's timeout and was killed."""
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class DeviceWorker:
+    """A restartable worker process that owns the device.
+
+    Parameters
+    ----------
+    env
+        Extra environment variables for the worker (e.g. ``CUDA_VISIBLE_DEVICES``).
+    startup_timeout
+        Seconds to wait for a new worker to say it is ready.
+
+    Examples
+    --------
+    >>> with DeviceWorker() as w:                       # doctest: +SKIP
+    ...     result = w.run(spec, spec.space.default())
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None, startup_timeout: float = 120.0):
+        self._env = dict(env or {})
+        self._startup_timeout = startup_timeout
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._ready = False
+        self._log = Path(tempfile.mkstemp(prefix="ktune-worker-", suffix=".log")[1])
+        self.restarts = 0
+        self.last_start_s: float | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Spawn the worker process now (requests also start it on demand)."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            parent, child = socket.socketpair()
+            env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
+            log = open(self._log, "ab")  # noqa: SIM115 - owned by the child
+            self._t0 = time.perf_counter()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "jupyter_ktune.runner.worker", str(child.fileno())],
+                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+            child.close()
+            self._conn = Connection(parent.detach())
+            self._ready = False
+
+    def _ensure_ready(self) -> None:
+        self.start()
+        if self._ready:
+            return
+        assert self._conn is not None and self._proc is not None
+        if not self._conn.poll(self._startup_timeout):
+            self._kill()
+            raise WorkerTimeout(f"[ktune] the device worker did not start within "
+                                f"{self._startup_timeout:.0f} s. Its log: {self._log}")
+        try:
+            cloudpickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError):
+            code = self._proc.wait()
+            raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
+                             f"\n{self.log_tail()}") from None
+        self._ready = True
+        self.last_start_s = time.perf_counter() - self._t0
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+        if self._conn is not None:
+            self._conn.close()
+        self._conn, self._ready = None, False
+
+    def restart(self) -> None:
+        """Replace the worker with a fresh process (started immediately, ready on next use)."""
+        with self._lock:
+            self._kill()
+            self.restarts += 1
+            self.start()
+
+    def close(self) -> None:
+        """Stop the worker."""
+        with self._lock:
+            self._kill()
+            self._proc = None
+
+    def __enter__(self) -> DeviceWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the current worker, if one is running."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def log_tail(self, lines: int = 15) -> str:
+        """Last lines the worker printed (kernel printf, driver messages, tracebacks)."""
+        try:
+            text = self._log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    # -- requests ----------------------------------------------------------------------------
+    def request(self, message: tuple, timeout: float) -> tuple[str, Any]:
+        """Send one request and return ``(kind, value)``; kill and raise on death or timeout."""
+        with self._lock:
+            self._ensure_ready()
+            assert self._conn is not None and self._proc is not None
+            mark = self._log.stat().st_size if self._log.exists() else 0
+            self._conn.send_bytes(cloudpickle.dumps(message))
+            if not self._conn.poll(timeout):
+                self._kill()
+                self.restarts += 1
+                self.start()
+                raise WorkerTimeout(f"no answer within {timeout:g} s; the worker was killed and "
+                                    "restarted")
+            try:
+                data = self._conn.recv_bytes()
+            except (EOFError, OSError):
+                code = self._proc.wait()
+                tail = self._new_log_text(mark)
+                self._kill()
+                self.restarts += 1
+                self.start()
+                raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
+                                 + (f"; it printed:\n{tail}" if tail else "")) from None
+            kind, value = cloudpickle.loads(data)
+            if kind == "fatal":
+                self._proc.wait()
+                self._kill()
+                self.restarts += 1
+                self.start()
+            return kind, value
+
+    def _new_log_text(self, mark: int) -> str:
+        try:
+            with open(self._log, "rb") as f:
+                f.seek(mark)
+                return f.read().decode(errors="replace").strip()[-2000:]
+        except OSError:
+            return ""
+
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 60.0, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` in the worker and return its value (errors re-raised)."""
+        kind, value = self.request(("call", fn, args, kwargs), timeout)
+        if kind == "error":
+            raise KtuneError(f"[ktune] the worker raised: {value}")
+        return value
+
+    def device(self, backend: str = "cuda", timeout: float = 120.0) -> Any:
+        """DeviceInfo for ``backend`` as the worker sees it."""
+        kind, value = self.request(("device", backend), timeout)
+        if kind == "error":
+            raise KtuneError(f"[ktune] device query failed: {value}")
+        return value
+
+    def run(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
+        """Compile, verify and time one variant; failures come back as a RunResult, not raised."""
+        timeout = spec.options.timeout_s if timeout is None else timeout
+        base = dict(name=spec.name, backend=spec.backend, config=dict(config))
+        try:
+            kind, value = self.request(("run", spec, config), timeout)
+        except WorkerTimeout as exc:
+            return RunResult(**base, status=Status.TIMEOUT, reason=f"[ktune] {exc}")
+        except WorkerDied as exc:
+            return RunResult(**base, status=Status.CRASHED, reason=f"[ktune] {exc}")
+        if kind == "error":
+            return RunResult(**base, status=Status.RUNTIME_ERROR, reason=str(value))
+        if kind == "fatal":
+            value = _with_reason(value, " The device context was lost; the worker restarted.")
+        return value
+
+
+def _with_reason(result: RunResult, extra: str) -> RunResult:
+    from dataclasses import replace
+
+    return replace(result, reason=result.reason + extra)
+
+
+_default: DeviceWorker | None = None
+_default_lock = threading.Lock()
+
+
+def get_worker() -> DeviceWorker:
+    """The process-wide worker used by the magic (started on first use, stopped at exit)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = DeviceWorker()
+            atexit.register(_default.close)
+        return _default

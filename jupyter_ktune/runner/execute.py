@@ -1,0 +1,188 @@
+"""One variant, end to end, inside the worker: constraints, static report, compile, verify, time.
+
+Every outcome is a :class:`RunResult` with a status, never an exception the notebook has to
+catch: a compile error carries cell-line diagnostics, a fault carries the CUDA error, a
+constraint violation is "not allowed" and is never launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from jupyter_ktune.backends import get_backend
+from jupyter_ktune.backends.base import Backend, DeviceInfo
+from jupyter_ktune.errors import CellError, CompileFailure, OutOfResources
+from jupyter_ktune.measure.clocks import read_clocks
+from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+from jupyter_ktune.measure.verify import (
+    compare,
+    reference_outputs,
+    tolerance_for,
+    zero_inputs,
+)
+from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+_static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
+_variants: dict[tuple[str, Config], Any] = {}
+
+
+class FatalDeviceError(Exception):
+    """Raised after a result is built when the device context is lost; the worker exits."""
+
+    def __init__(self, result: RunResult):
+        super().__init__(result.reason)
+        self.result = result
+
+
+def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, int]:
+    """Device limits usable in ``require`` lines; the sm_90 values when no device is here."""
+    limits = {"SMEM_PER_BLOCK": 232448, "SMEM_PER_SM": 233472, "SM_COUNT": 132,
+              "L2_BYTES": 50 << 20, "MAX_THREADS_PER_BLOCK": 1024, "REGS_PER_SM": 65536}
+    limits.update(device.limits)
+    return limits
+
+
+def _static(backend: Backend, spec: KernelSpec, config: Config) -> tuple[Any, CompileFailure | None]:
+    try:
+        return backend.static_report(spec, config), None
+    except CompileFailure as exc:
+        return None, exc
+    except FileNotFoundError as exc:  # no nvcc here: the runtime path may still work
+        return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
+    except Exception as exc:  # noqa: BLE001 - a missing tool must not cost the run
+        return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
+
+
+def _inputs(spec: KernelSpec, config: Config) -> dict[str, Any]:
+    if spec.inputs is None:
+        raise CellError("no inputs function is given, so the kernel cannot run", line=1,
+                        fix="Add --inputs make_inputs, a function returning a dict of arguments.")
+    try:
+        args = spec.inputs()
+    except Exception as exc:  # noqa: BLE001
+        raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
+                        f"{type(exc).__name__}: {exc}", line=1) from None
+    if not isinstance(args, dict):
+        raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
+                        line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
+    zeros = zero_inputs(args, spec.outputs)
+    if zeros:
+        raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
+                        "indexing (and can even run faster than real data)", line=1,
+                        fix="Fill inputs with random values, e.g. np.random.rand(n).")
+    return args
+
+
+def _verify(spec: KernelSpec, bound: Any, host_args: dict[str, Any]) -> Verification | None:
+    if spec.reference is None or not spec.options.verify:
+        return None
+    originals = copy.deepcopy(host_args)
+    try:
+        expected = reference_outputs(spec.reference(**originals), spec.outputs)
+    except TypeError as exc:
+        raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
+                        f"inputs ({exc})", line=1,
+                        fix="Give it the kernel's argument names, or **kwargs.") from None
+    bound.poison_outputs()
+    bound.launch()
+    got = bound.read_outputs()
+    checks = tuple(
+        compare(name, got[name], expected[name],
+                tolerance_for(got[name].dtype, spec.options.rtol, spec.options.atol))
+        for name in spec.outputs)
+    return Verification(checks=checks, trials=1)
+
+
+def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int], what: str) -> float | None:
+    expr = getattr(spec, what)
+    if expr is None:
+        return None
+    env = dict(host_args)
+    env.update(cxx)
+    return float(expr(env))
+
+
+def run_variant(spec: KernelSpec, config: Config) -> RunResult:
+    """Run one variant; called in the worker. Raises FatalDeviceError after a sticky fault."""
+    backend = get_backend(spec.backend)
+    base = dict(name=spec.name, backend=spec.backend, config=dict(config))
+    try:
+        backend.check(spec)
+        device = backend.device()
+        reasons = spec.space.violations(config, limits_for(spec, device))
+    except CellError as exc:
+        return RunResult(**base, status=Status.COMPILE_ERROR, reason=str(exc))
+    if reasons:
+        return RunResult(**base, status=Status.NOT_ALLOWED, reason="; ".join(reasons))
+    static_future: Future = _static_pool.submit(_static, backend, spec, config)
+
+    def finish(status: Status, reason: str = "", **kw: Any) -> RunResult:
+        static, failure = static_future.result()
+        diagnostics = tuple(failure.diagnostics) if failure else ()
+        if failure and status is not Status.COMPILE_ERROR and not reason:
+            reason = str(failure) if failure.diagnostics else failure.log
+        return RunResult(**base, status=status, reason=reason, static=static,
+                         diagnostics=diagnostics, device=device.name, **kw)
+
+    if not device.available or spec.options.static_only:
+        static, failure = static_future.result()
+        if failure is not None and failure.diagnostics:
+            return finish(Status.COMPILE_ERROR, str(failure))
+        why = "static report only (--static-only)" if device.available else device.reason
+        return finish(Status.CANNOT_RUN, why)
+    key = (spec.source_hash, config)
+    try:
+        variant = _variants.get(key) or backend.compile(spec, config)
+        _variants[key] = variant
+    except CompileFailure as exc:
+        return finish(Status.COMPILE_ERROR, str(exc), )
+    try:
+        cxx = spec.space.cxx_env(config)
+        host_args = _inputs(spec, config)
+        bound = variant.bind(host_args)
+        verification = _verify(spec, bound, host_args)
+        measurement = None
+        if spec.options.time:
+            clk0 = read_clocks()
+            plan = TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
+                              max_runs=spec.options.max_runs)
+            timing = time_kernel(bound.launch, backend.timer(), plan)
+            clk1 = read_clocks()
+            prov = Provenance(
+                device=device.name, method=timing.method, source_hash=spec.source_hash,
+                compute_capability=device.compute_capability,
+                sm_clock_mhz=(clk0.sm_mhz, clk1.sm_mhz) if clk0 and clk1 else None,
+                sm_clock_max_mhz=clk1.sm_max_mhz if clk1 else None,
+                mem_clock_mhz=clk1.mem_mhz if clk1 else None, driver=device.driver,
+                toolchain=dict(device.toolchain), host=platform.node(), timestamp=time.time())
+            measurement = Measurement(timing, prov, flops=_work(spec, host_args, cxx, "flops"),
+                                      bytes=_work(spec, host_args, cxx, "bytes"))
+        status = Status.OK if verification is None or verification.passed else Status.WRONG
+        reason = verification.summary() if verification else ""
+        return finish(status, reason, verification=verification, measurement=measurement,
+                      launch=bound.launch_info())
+    except CellError as exc:
+        return finish(Status.RUNTIME_ERROR, str(exc))
+    except OutOfResources as exc:
+        return finish(Status.OUT_OF_RESOURCES, f"[ktune] {exc}")
+    except Exception as exc:  # noqa: BLE001 - a kernel fault is a result, not a crash
+        result = finish(Status.RUNTIME_ERROR, f"[ktune] {type(exc).__name__}: {exc}")
+        if backend.is_fatal(exc):
+            _variants.clear()
+            raise FatalDeviceError(result) from exc
+        if os.environ.get("KTUNE_DEBUG"):
+            traceback.print_exc()
+        return result
+
+
+def device_info(backend_name: str) -> DeviceInfo:
+    """The backend's device description (worker side)."""
+    return get_backend(backend_name).device()

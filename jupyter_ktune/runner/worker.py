@@ -1,0 +1,76 @@
+"""Worker process main loop: ``python -m jupyter_ktune.runner.worker FD``.
+
+Started with ``subprocess`` (a fresh interpreter, never a fork of the notebook, whose CUDA or
+JAX state must not leak in), in its own session so the client can kill it and its children
+(nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket:
+
+* ``("run", spec, config)`` -> RunResult (compile, verify, time)
+* ``("device", backend)`` -> DeviceInfo
+* ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
+* ``("ping",)`` -> "pong"
+
+A reply is ``("ok", value)``, ``("error", text)``, or ``("fatal", value)`` after which the worker
+exits because the device context is lost (illegal address, misaligned access ...).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+# Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def _handle(msg: tuple) -> tuple:
+    from jupyter_ktune.runner.execute import FatalDeviceError, device_info, run_variant
+
+    kind = msg[0]
+    if kind == "ping":
+        return ("ok", "pong")
+    if kind == "device":
+        return ("ok", device_info(msg[1]))
+    if kind == "call":
+        _, fn, args, kwargs = msg
+        return ("ok", fn(*args, **kwargs))
+    if kind == "run":
+        try:
+            return ("ok", run_variant(msg[1], msg[2]))
+        except FatalDeviceError as exc:
+            return ("fatal", exc.result)
+    return ("error", f"[ktune] unknown worker request {kind!r}")
+
+
+def main(fd: int) -> None:
+    """Serve requests on socket ``fd`` until the client closes it."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    import cloudpickle
+
+    sock = socket.socket(fileno=fd)
+    conn = Connection(sock.detach())
+    conn.send_bytes(cloudpickle.dumps(("ready", os.getpid())))
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = _handle(cloudpickle.loads(data))
+        except BaseException as exc:  # noqa: BLE001 - report, keep serving
+            reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        try:
+            payload = cloudpickle.dumps(reply)
+        except Exception as exc:  # noqa: BLE001 - an unpicklable result must still answer
+            payload = cloudpickle.dumps(("error", f"[ktune] reply could not be pickled: {exc}"))
+        conn.send_bytes(payload)
+        if reply[0] == "fatal":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(3)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
