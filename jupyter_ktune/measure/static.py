@@ -1,0 +1,614 @@
+"""Static kernel report: what ptxas allocated and which SASS instructions it emitted, no GPU needed.
+
+This is "Tier A" of the profiling plan: every slider setting gets registers, shared memory,
+spills, stack, theoretical occupancy and an instruction mix (tensor-core MMA, load widths,
+local-memory traffic, TMA) from the compiler alone. These numbers explain most performance cliffs
+("64 -> 128 tile spilled 1.5 KB to local memory", "LDG.128 became LDG.32") before anything runs.
+
+The pieces are usable alone: :func:`parse_ptxas_verbose` reads ``nvcc -Xptxas -v`` logs,
+:func:`parse_sass` / :func:`sass_mix` count instructions, :func:`parse_diagnostics` reads nvcc
+errors, and :func:`compile_static` runs the whole thing on a ``.cu`` file.
+
+Examples
+--------
+>>> from jupyter_ktune.measure.static import compile_static
+>>> rep = compile_static("vadd.cu", arch="sm_90", defines={"BLOCK": "256"})  # doctest: +SKIP
+>>> rep.kernel("vadd").registers, rep.kernel("vadd").sass.global_load_bits  # doctest: +SKIP
+(22, {128: 2})
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from jupyter_ktune.errors import PREFIX, KtuneError
+from jupyter_ktune.measure.occupancy import Occupancy, occupancy
+from jupyter_ktune.toolchain import (CompilerDiagnostic, ToolNotFound, find_tool,
+                                     parse_diagnostics, tool_version)
+
+__all__ = ["CompileError", "CompilerDiagnostic", "KernelResources", "KernelStatic", "SassMix",
+           "StaticReport", "compile_static", "parse_diagnostics", "parse_ptxas_verbose",
+           "parse_sass", "sass_mix"]
+
+_NVCC_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports for one function (``-Xptxas -v``); sizes in bytes.
+
+    ``is_entry`` is False for non-inlined ``__device__`` functions, which ptxas lists without a
+    ``Compiling entry function`` line. ``cumulative_stack`` includes callees' frames; ``cmem``
+    maps constant bank to bytes (CUDA 13 no longer prints it; older logs do). ``notes`` keeps
+    ptxas info/warning lines that name the function, such as spill warnings or the wgmma
+    serialisation notice (C7515).
+    """
+
+    name: str
+    arch: str | None = None
+    is_entry: bool = False
+    registers: int = 0
+    barriers: int = 0
+    smem: int = 0
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    cumulative_stack: int = 0
+    cmem: Mapping[int, int] = field(default_factory=dict, hash=False)
+    notes: tuple[str, ...] = ()
+
+
+_COMPILING = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>\w+)'")
+_PROPERTIES = re.compile(r"Function properties for (?P<name>\S+)")
+_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, "
+                    r"(?P<ld>\d+) bytes spill loads")
+_USED = re.compile(r"Used (?P<regs>\d+) registers(?P<rest>.*)$")
+_FUNC_IN_NOTE = re.compile(r"function '(?P<name>[^']+)'")
+
+
+def parse_ptxas_verbose(text: str) -> dict[str, KernelResources]:
+    """Parse ``nvcc -Xptxas -v`` (or ``ptxas -v``) output into per-function resources.
+
+    Parameters
+    ----------
+    text
+        The compiler's stderr. Lines that are not ptxas resource lines are ignored, so the full
+        nvcc log can be passed.
+
+    Returns
+    -------
+    dict[str, KernelResources]
+        Keyed by mangled name, in log order. Entry kernels have ``is_entry=True``.
+
+    Examples
+    --------
+    >>> log = '''ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'
+    ... ptxas info    : Function properties for _Z3fooPf
+    ...     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ... ptxas info    : Used 12 registers, used 1 barriers, 1024 bytes smem'''
+    >>> r = parse_ptxas_verbose(log)["_Z3fooPf"]
+    >>> r.registers, r.barriers, r.smem, r.is_entry
+    (12, 1, 1024, True)
+    """
+    found: dict[str, dict] = {}
+    current: dict | None = None
+    for line in text.splitlines():
+        if m := _COMPILING.search(line):
+            current = found.setdefault(m["name"], {"name": m["name"]})
+            current.update(arch=m["arch"], is_entry=True)
+        elif m := _PROPERTIES.search(line):
+            current = found.setdefault(m["name"], {"name": m["name"]})
+        elif (m := _FRAME.search(line)) and current is not None:
+            current.update(stack_frame=int(m["stack"]), spill_stores=int(m["st"]),
+                           spill_loads=int(m["ld"]))
+        elif (m := _USED.search(line)) and current is not None:
+            current.update(registers=int(m["regs"]), **_used_tail(m["rest"]))
+        elif "ptxas" in line and (m := _FUNC_IN_NOTE.search(line)) and m["name"] in found:
+            notes = found[m["name"]].setdefault("notes", ())
+            found[m["name"]]["notes"] = (*notes, line.split(":", 1)[-1].strip())
+    return {name: KernelResources(**fields) for name, fields in found.items()}
+
+
+def _used_tail(rest: str) -> dict:
+    # ", used 1 barriers, 1024 bytes smem, 360 bytes cmem[0], 64 bytes cumulative stack size"
+    out: dict = {"cmem": {}}
+    for item in (part.strip() for part in rest.split(",")):
+        if m := re.fullmatch(r"used (\d+) barriers?", item):
+            out["barriers"] = int(m[1])
+        elif m := re.fullmatch(r"(\d+) bytes smem", item):
+            out["smem"] = int(m[1])
+        elif m := re.fullmatch(r"(\d+) bytes cmem\[(\d+)\]", item):
+            out["cmem"][int(m[2])] = int(m[1])
+        elif m := re.fullmatch(r"(\d+) bytes cumulative stack size", item):
+            out["cumulative_stack"] = int(m[1])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SASS instruction mix. Categories are keyed on the base opcode (text before the first '.').
+
+_CATEGORY_OPCODES: dict[str, tuple[str, ...]] = {
+    "tensor_mma": ("HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA", "HGMMA", "QGMMA", "IGMMA",
+                   "BGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMXQMMA"),
+    "tma": ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UTMACCTL", "UBLKCP", "UBLKRED", "UBLKPF"),
+    "global_load": ("LDG",), "global_store": ("STG",),
+    "global_atomic": ("ATOMG", "RED", "REDG"), "async_copy": ("LDGSTS", "LDGDEPBAR"),
+    "generic_memory": ("LD", "ST", "ATOM"),
+    "shared_load": ("LDS", "LDSM"), "shared_store": ("STS", "STSM"), "shared_atomic": ("ATOMS",),
+    "local_load": ("LDL",), "local_store": ("STL",), "constant_load": ("LDC", "ULDC"),
+    "barrier": ("BAR", "SYNCS", "MEMBAR", "DEPBAR", "WARPSYNC", "WARPGROUP", "FENCE", "ERRBAR",
+                "ARRIVES", "UCGABAR_ARV", "UCGABAR_WAIT", "CCTL"),
+    "fp32": ("FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "FMNMX", "FSET", "FSETP",
+             "FSEL", "FCHK", "FSWZADD"),
+    "fp16x2": ("HFMA2", "HADD2", "HMUL2", "HMNMX2", "HSET2", "HSETP2"),
+    "fp64": ("DFMA", "DADD", "DMUL", "DSETP", "DMNMX"),
+    "sfu": ("MUFU",),
+    "convert": ("F2F", "F2I", "I2F", "F2FP", "I2I", "I2FP", "F2IP", "FRND"),
+    "integer": ("IMAD", "IADD3", "IADD", "IADD32I", "IMUL", "LOP3", "LOP", "LOP32I", "SHF",
+                "SHL", "SHR", "LEA", "ISETP", "IMNMX", "IABS", "POPC", "FLO", "BREV", "PRMT",
+                "SGXT", "BMSK", "VIADD", "VIMNMX", "VIADDMNMX", "IDP", "ISCADD", "BFE", "BFI"),
+    "warp": ("SHFL", "VOTE", "VOTEU", "MATCH", "REDUX", "ELECT"),
+    "move": ("MOV", "MOV32I", "SEL", "S2R", "CS2R", "S2UR", "R2UR", "PLOP3", "P2R", "R2P",
+             "UMOV"),
+    "control": ("BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "BREAK",
+                "KILL", "NANOSLEEP", "YIELD", "BPT", "ACQBULK", "ENDCOLLECTIVE", "BMOV"),
+    "nop": ("NOP",),
+}
+_CATEGORY_OF = {op: cat for cat, ops in _CATEGORY_OPCODES.items() for op in ops}
+_WGMMA = frozenset({"HGMMA", "QGMMA", "IGMMA", "BGMMA"})
+_INSN = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?"
+                   r"(?P<op>[A-Z][A-Z0-9_]*)(?P<mods>(?:\.[\w]+)*)(?P<args>[^;]*);")
+_FUNCTION = re.compile(r"^\s*(?:Function : (?P<cuobjdump>\S+)|\.text\.(?P<nvdisasm>\S+):)\s*$")
+_WIDTH_MODS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
+
+
+@dataclass(frozen=True)
+class SassMix:
+    """SASS instruction counts of one kernel, grouped the way a kernel engineer reads them.
+
+    ``opcodes`` counts base opcodes (``LDG``), ``mnemonics`` full ones (``LDG.E.128.CONSTANT``,
+    ``HGMMA.64x128x16.F32.BF16``); the alignment padding at the end (self-branch + NOPs) is not
+    counted. ``categories`` puts each opcode in one group (``tensor_mma``, ``global_load``,
+    ``local_load``, ``tma``, ``barrier``, ``fp32``, ``integer``, ``control``, ... or ``other``);
+    uniform-datapath integer ops (``UIADD3``) count as ``integer``. ``global_load_bits`` maps
+    access width in bits to count (``LDG.E`` -> 32, ``LDG.E.64`` -> 64, ``LDG.E.128`` -> 128).
+    """
+
+    name: str
+    instructions: int
+    opcodes: Mapping[str, int] = field(hash=False, repr=False)
+    mnemonics: Mapping[str, int] = field(hash=False, repr=False)
+    categories: Mapping[str, int] = field(hash=False)
+    global_load_bits: Mapping[int, int] = field(hash=False)
+    global_store_bits: Mapping[int, int] = field(hash=False)
+
+    @property
+    def tensor_mma(self) -> int:
+        """Tensor-core MMA instructions (HMMA, IMMA, HGMMA/QGMMA = wgmma, UTC*MMA = tcgen05)."""
+        return self.categories.get("tensor_mma", 0)
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        """True when any tensor-core MMA instruction was emitted."""
+        return self.tensor_mma > 0
+
+    @property
+    def uses_wgmma(self) -> bool:
+        """True for Hopper warpgroup MMA (``wgmma.mma_async`` -> HGMMA/QGMMA/IGMMA/BGMMA)."""
+        return any(self.opcodes.get(op, 0) for op in _WGMMA)
+
+    @property
+    def uses_tma(self) -> bool:
+        """True for TMA / bulk-copy instructions (UTMALDG, UTMASTG, UBLKCP ...)."""
+        return self.categories.get("tma", 0) > 0
+
+    @property
+    def local_memory_traffic(self) -> int:
+        """LDL + STL count; non-zero means spills or a local array that stayed in memory."""
+        return self.categories.get("local_load", 0) + self.categories.get("local_store", 0)
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (width keys become strings, as JSON requires)."""
+        return {"name": self.name, "instructions": self.instructions,
+                "opcodes": dict(self.opcodes), "mnemonics": dict(self.mnemonics),
+                "categories": dict(self.categories),
+                "global_load_bits": {str(k): v for k, v in self.global_load_bits.items()},
+                "global_store_bits": {str(k): v for k, v in self.global_store_bits.items()}}
+
+
+def parse_sass(text: str) -> dict[str, SassMix]:
+    """Count instructions per kernel in ``cuobjdump -sass`` or ``nvdisasm -c`` output.
+
+    Examples
+    --------
+    >>> text = '''        Function : k
+    ...         /*0000*/   LDG.E.128 R4, desc[UR4][R2.64] ;
+    ...         /*0010*/   HMMA.16816.F32 R8, R4, R6, RZ ;
+    ...         /*0020*/   EXIT ;'''
+    >>> mix = parse_sass(text)["k"]
+    >>> mix.global_load_bits, mix.uses_tensor_cores
+    ({128: 1}, True)
+    """
+    bodies: dict[str, list[tuple[int, str, str, str]]] = {}
+    current: list | None = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            current = bodies.setdefault(m["cuobjdump"] or m["nvdisasm"], [])
+        elif current is not None and (m := _INSN.match(line)):
+            current.append((int(m["addr"], 16), m["op"], m["mods"], m["args"].strip()))
+    return {name: _mix(name, _strip_padding(body)) for name, body in bodies.items()}
+
+
+def _strip_padding(body: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
+    # Kernels end with "BRA <own address>" (cuobjdump) or "BRA `(.L_x_N)" to itself (nvdisasm)
+    # plus NOPs up to a 128-byte boundary; they never execute, so they would skew the mix.
+    end = len(body)
+    while end and body[end - 1][1] == "NOP":
+        end -= 1
+    if end and body[end - 1][1] == "BRA":
+        addr, _, _, target = body[end - 1]
+        if target.startswith("`(") or _hex(target) == addr:
+            end -= 1
+    return body[:end]
+
+
+def _hex(text: str) -> int | None:
+    return int(text, 16) if re.fullmatch(r"0x[0-9a-f]+", text) else None
+
+
+def _mix(name: str, body: list[tuple[int, str, str, str]]) -> SassMix:
+    opcodes, mnemonics, categories = Counter(), Counter(), Counter()
+    loads, stores = Counter(), Counter()
+    for _, op, mods, _ in body:
+        opcodes[op] += 1
+        mnemonics[op + mods] += 1
+        categories[_category(op)] += 1
+        if op in ("LDG", "STG"):
+            width = next((_WIDTH_MODS[m] for m in mods.split(".") if m in _WIDTH_MODS), 32)
+            (loads if op == "LDG" else stores)[width] += 1
+    return SassMix(name=name, instructions=len(body), opcodes=dict(opcodes),
+                   mnemonics=dict(mnemonics), categories=dict(categories),
+                   global_load_bits=dict(sorted(loads.items())),
+                   global_store_bits=dict(sorted(stores.items())))
+
+
+def _category(op: str) -> str:
+    if op in _CATEGORY_OF:
+        return _CATEGORY_OF[op]
+    if op.startswith("U") and _CATEGORY_OF.get(op[1:]) in ("integer", "move"):
+        return _CATEGORY_OF[op[1:]]
+    return "other"
+
+
+class CompileError(KtuneError, RuntimeError):
+    """nvcc failed; carries the raw log, the parsed diagnostics and the command line.
+
+    The message names the first error, so a traceback already says what is wrong.
+    """
+
+    def __init__(self, log: str, diagnostics: Sequence[CompilerDiagnostic], command: Sequence[str]):
+        self.log, self.diagnostics, self.command = log, list(diagnostics), list(command)
+        first = next((d for d in self.diagnostics if d.severity == "error"), None)
+        if first is None:
+            summary = log.strip().splitlines()[-1] if log.strip() else "no output"
+        else:
+            where = f"{first.file}({first.line})" if first.line is not None else first.file
+            summary = f"{where}: {first.message}"
+        super().__init__(f"{PREFIX} nvcc failed: {summary}")
+
+
+@dataclass(frozen=True)
+class KernelStatic:
+    """One kernel of a :class:`StaticReport`: ptxas resources plus its SASS instruction mix.
+
+    ``local_memory`` is the per-thread local memory in bytes (cumulative stack: spills, local
+    arrays and callee frames). ``sass`` is None when no disassembler was found.
+    """
+
+    name: str
+    demangled: str
+    registers: int
+    smem_static: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+    local_memory: int
+    barriers: int
+    sass: SassMix | None = None
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "sass"}
+        out["sass"] = None if self.sass is None else self.sass.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class StaticReport:
+    """Compile-time facts about every kernel of one source file for one architecture.
+
+    Render it in a notebook (``_repr_html_``) or store it (``to_dict``). ``cubin`` holds the
+    compiled code so the SASS can be re-read later; it is left out of ``repr`` and ``to_dict``.
+    """
+
+    arch: str
+    versions: Mapping[str, str] = field(hash=False)
+    kernels: Mapping[str, KernelStatic] = field(hash=False)
+    ptxas_log: str = field(repr=False, default="")
+    diagnostics: tuple[CompilerDiagnostic, ...] = ()
+    threads_per_block: int | None = None
+    sass_error: str = ""
+    cubin: bytes = field(repr=False, default=b"")
+
+    def kernel(self, name: str) -> KernelStatic:
+        """Find a kernel by mangled name, demangled signature or bare name (``"vadd"``).
+
+        Raises
+        ------
+        KeyError
+            No kernel, or several kernels share the bare name; the message lists them.
+        """
+        if name in self.kernels:
+            return self.kernels[name]
+        hits = [k for k in self.kernels.values()
+                if name in (k.demangled, _bare_name(k.demangled))]
+        if len(hits) == 1:
+            return hits[0]
+        listed = ", ".join(k.demangled for k in (hits or self.kernels.values()))
+        what = "is ambiguous" if hits else "not found"
+        raise KeyError(f"{PREFIX} kernel {name!r} {what}; kernels: {listed}")
+
+    def occupancy(self, kernel: str, threads_per_block: int, dynamic_smem: int = 0) -> Occupancy:
+        """Theoretical occupancy of ``kernel`` launched with this block size and dynamic smem.
+
+        Examples
+        --------
+        >>> rep.occupancy("vadd", 256).occupancy  # doctest: +SKIP
+        1.0
+        """
+        k = self.kernel(kernel)
+        return occupancy(self.arch, threads_per_block, k.registers, k.smem_static + dynamic_smem)
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (cubin excluded; its size is kept)."""
+        return {"arch": self.arch, "versions": dict(self.versions),
+                "kernels": [k.to_dict() for k in self.kernels.values()],
+                "ptxas_log": self.ptxas_log, "threads_per_block": self.threads_per_block,
+                "diagnostics": [vars(d) for d in self.diagnostics],
+                "sass_error": self.sass_error, "cubin_bytes": len(self.cubin)}
+
+    def _repr_html_(self) -> str:
+        return _report_html(self)
+
+
+def _bare_name(demangled: str) -> str:
+    head = demangled.split("(", 1)[0]
+    head = re.sub(r"<.*>$", "", head)
+    return head.rsplit("::", 1)[-1].split()[-1] if head.split() else head
+
+
+def sass_mix(cubin: bytes | Path) -> dict[str, SassMix]:
+    """Disassemble a cubin and count its SASS instructions per kernel.
+
+    Uses ``cuobjdump -sass`` and falls back to ``nvdisasm -c`` when only that is installed.
+
+    Raises
+    ------
+    ToolNotFound
+        Neither disassembler is installed (the message says which wheel to install).
+    RuntimeError
+        The disassembler failed, for example on a cubin newer than the tool.
+    """
+    with tempfile.TemporaryDirectory(prefix="ktune-sass-") as tmp:
+        if isinstance(cubin, bytes | bytearray):
+            path = Path(tmp) / "kernel.cubin"
+            path.write_bytes(cubin)
+        else:
+            path = Path(cubin)
+        return parse_sass(_disassemble(path))
+
+
+def _disassemble(path: Path) -> str:
+    try:
+        cmd = [str(find_tool("cuobjdump")), "-sass", str(path)]
+    except ToolNotFound:
+        cmd = [str(find_tool("nvdisasm")), "-c", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{PREFIX} {' '.join(cmd)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@functools.lru_cache(maxsize=256)
+def _demangle(names: tuple[str, ...]) -> tuple[str, ...]:
+    # cu++filt knows CUDA's mangling extensions; binutils c++filt handles ordinary kernels.
+    try:
+        tool = str(find_tool("cu++filt"))
+    except ToolNotFound:
+        tool = shutil.which("c++filt")
+    if not tool or not names:
+        return names
+    try:
+        proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return names
+    out = proc.stdout.splitlines()
+    return tuple(out) if proc.returncode == 0 and len(out) == len(names) else names
+
+
+def compile_static(source_path: str | Path, *, arch: str = "sm_90",
+                   defines: Mapping[str, str | int] | None = None,
+                   include_dirs: Iterable[str | Path] = (), extra_flags: Sequence[str] = (),
+                   threads_per_block: int | None = None) -> StaticReport:
+    """Compile a ``.cu`` file to a cubin and report registers, smem, spills and SASS per kernel.
+
+    Runs ``nvcc -cubin -arch=<arch> -lineinfo -Xptxas -v``; architecture-specific targets
+    (``sm_90a``, ``sm_100a``) use ``-gencode=arch=compute_90a,code=sm_90a`` because ``-arch``
+    alone does not enable their wgmma/TMA/tcgen05 instructions.
+
+    Parameters
+    ----------
+    source_path
+        The CUDA source file.
+    arch
+        ``"sm_90"``, ``"sm_90a"``, ``"sm_100a"`` ...
+    defines
+        ``-D`` macros, e.g. the tuning parameters ``{"TILE_M": "128"}``.
+    include_dirs
+        ``-I`` folders.
+    extra_flags
+        Further nvcc flags, e.g. ``("-std=c++17", "--use_fast_math")``.
+    threads_per_block
+        Block size, when known, so the HTML view can show occupancy.
+
+    Returns
+    -------
+    StaticReport
+
+    Raises
+    ------
+    CompileError
+        nvcc failed; ``.diagnostics`` holds file, line, severity and message of each problem.
+    ToolNotFound
+        nvcc is missing. A missing disassembler only sets ``sass_error``.
+    TypeError, ValueError, FileNotFoundError
+        Bad arguments.
+    """
+    source = Path(source_path)
+    if not source.is_file():
+        raise FileNotFoundError(f"{PREFIX} CUDA source {source} does not exist")
+    cmd_tail = _nvcc_args(arch, defines or {}, include_dirs, extra_flags)
+    nvcc = find_tool("nvcc")
+    with tempfile.TemporaryDirectory(prefix="ktune-static-") as tmp:
+        out = Path(tmp) / f"{source.stem}.cubin"
+        cmd = [str(nvcc), "-cubin", *cmd_tail, "-o", str(out), str(source)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_NVCC_TIMEOUT_S,
+                              check=False)
+        log = proc.stdout + proc.stderr
+        if proc.returncode != 0 or not out.is_file():
+            raise CompileError(log, parse_diagnostics(log), cmd)
+        cubin = out.read_bytes()
+        mixes, sass_error, versions = {}, "", {"nvcc": tool_version("nvcc")}
+        try:
+            mixes = parse_sass(_disassemble(out))
+            versions["disassembler"] = _disassembler_version()
+        except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
+            sass_error = str(exc)
+    kernels = _kernel_entries(parse_ptxas_verbose(log), mixes)
+    return StaticReport(arch=arch, versions=versions, kernels=kernels, ptxas_log=log,
+                        diagnostics=tuple(parse_diagnostics(log)),
+                        threads_per_block=threads_per_block, sass_error=sass_error, cubin=cubin)
+
+
+def _disassembler_version() -> str:
+    try:
+        return f"cuobjdump {tool_version('cuobjdump')}"
+    except ToolNotFound:
+        return f"nvdisasm {tool_version('nvdisasm')}"
+
+
+def _nvcc_args(arch: str, defines: Mapping[str, str | int], include_dirs: Iterable[str | Path],
+               extra_flags: Sequence[str]) -> list[str]:
+    if not isinstance(arch, str) or not (m := re.fullmatch(r"sm_(\d+)([af]?)", arch)):
+        raise ValueError(f"{PREFIX} arch must look like 'sm_90' or 'sm_90a', got {arch!r}")
+    if not isinstance(defines, Mapping):
+        raise TypeError(f"{PREFIX} defines must be a mapping such as {{'TILE': '64'}}")
+    if isinstance(extra_flags, str) or isinstance(include_dirs, str | Path):
+        raise TypeError(f"{PREFIX} extra_flags and include_dirs must be sequences, not one string")
+    target = (f"-gencode=arch=compute_{m[1]}{m[2]},code={arch}" if m[2] else f"-arch={arch}")
+    args = [target, "-lineinfo", "-Xptxas", "-v"]
+    for key, value in defines.items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", str(key)):
+            raise ValueError(f"{PREFIX} define name {key!r} is not a C identifier")
+        args.append(f"-D{key}={value}")
+    args += [f"-I{d}" for d in include_dirs]
+    return args + [str(flag) for flag in extra_flags]
+
+
+def _kernel_entries(resources: Mapping[str, KernelResources],
+                    mixes: Mapping[str, SassMix]) -> dict[str, KernelStatic]:
+    entries = [r for r in resources.values() if r.is_entry]
+    demangled = _demangle(tuple(r.name for r in entries))
+    return {r.name: KernelStatic(
+        name=r.name, demangled=pretty, registers=r.registers, smem_static=r.smem,
+        spill_stores=r.spill_stores, spill_loads=r.spill_loads, stack_frame=r.stack_frame,
+        local_memory=max(r.cumulative_stack, r.stack_frame), barriers=r.barriers,
+        sass=mixes.get(r.name)) for r, pretty in zip(entries, demangled, strict=True)}
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML view: one row per kernel, inline styles only (works in static renders and nbviewer).
+
+_CELL = "padding:2px 8px;text-align:left;border-bottom:1px solid #ddd"
+_WARN = "color:#b00020;font-weight:bold"
+
+
+def _report_html(rep: StaticReport) -> str:
+    head = ["kernel", "regs", "smem", "spills st/ld", "stack", "occupancy", "SASS"]
+    rows = ["<tr>" + "".join(f'<th style="{_CELL}">{h}</th>' for h in head) + "</tr>"]
+    for k in rep.kernels.values():
+        spill = f"{k.spill_stores}/{k.spill_loads} B"
+        cells = [f"<code>{escape(k.demangled)}</code>", str(k.registers), _bytes(k.smem_static),
+                 _warn(spill, k.spill_stores or k.spill_loads), _warn(_bytes(k.local_memory),
+                                                                     k.local_memory),
+                 _occupancy_cell(rep, k), "<br>".join(_highlights(k.sass, rep.sass_error))]
+        rows.append("<tr>" + "".join(f'<td style="{_CELL}">{c}</td>' for c in cells) + "</tr>")
+    versions = ", ".join(f"{escape(t)} {escape(v)}" for t, v in rep.versions.items())
+    caption = f"static report for {escape(rep.arch)} ({versions})"
+    return (f'<table style="border-collapse:collapse;font-size:12px">'
+            f'<caption style="text-align:left">{caption}</caption>{"".join(rows)}</table>')
+
+
+def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
+    if rep.threads_per_block is None:
+        return "block size unknown"
+    try:
+        occ = rep.occupancy(k.name, rep.threads_per_block)
+    except ValueError as exc:
+        return escape(str(exc))
+    text = (f"{occ.occupancy:.0%} ({occ.active_blocks_per_sm} blocks of "
+            f"{rep.threads_per_block}, {occ.limiter.replace('_', ' ')})")
+    return _warn(text, occ.active_blocks_per_sm == 0)
+
+
+def _highlights(mix: SassMix | None, error: str) -> list[str]:
+    if mix is None:
+        return [escape(error or "no SASS")]
+    gmma = sum(mix.opcodes.get(op, 0) for op in _WGMMA)
+    if mix.uses_wgmma:
+        out = [f"HGMMA/QGMMA (wgmma): {gmma}"]
+    elif mix.uses_tensor_cores:
+        out = [f"MMA: {mix.tensor_mma} ({', '.join(_ops(mix, 'tensor_mma'))})"]
+    else:
+        out = ["MMA: 0 — no tensor cores"]
+    out += [f"LDG.{w}: {n}" for w, n in mix.global_load_bits.items()]
+    out += [f"STG.{w}: {n}" for w, n in mix.global_store_bits.items()]
+    ldl, stl = mix.categories.get("local_load", 0), mix.categories.get("local_store", 0)
+    out.append(_warn(f"LDL/STL: {ldl}/{stl}", ldl + stl))
+    for cat, label in (("tma", "TMA"), ("async_copy", "cp.async"), ("shared_load", "LDS/LDSM"),
+                       ("shared_store", "STS/STSM"), ("barrier", "barriers"), ("fp32", "fp32")):
+        if mix.categories.get(cat):
+            out.append(f"{label}: {mix.categories[cat]}")
+    return [*out, f"total: {mix.instructions}"]
+
+
+def _ops(mix: SassMix, category: str) -> list[str]:
+    return [op for op in mix.opcodes if _category(op) == category]
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+def _warn(text: str, bad: object) -> str:
+    return f'<span style="{_WARN}">{text}</span>' if bad else text
