@@ -53,17 +53,46 @@ def _dim3(value: Any, what: str, spec: KernelSpec) -> tuple[int, int, int]:
     return ints + (1,) * (3 - len(ints))  # type: ignore[return-value]
 
 
+# The flush READS a buffer much larger than L2. Writing it instead (do_bench's ``zero_``) leaves
+# L2 full of dirty lines whose write-back then lands inside the timed kernel: on the H200 that
+# made a 48 us copy read 54 us (bench/results/foundation-timing.md). A read leaves clean lines.
+_FLUSH_SRC = r"""
+extern "C" __global__ void ktune_l2_flush(const int4* __restrict__ buf, long long n, int* sink) {
+  int acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    int4 v = buf[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7fffffff) sink[0] = acc;  // never true (the buffer is zero); keeps the loads
+}
+"""
+
+
+def _static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
+    """Block size from the config alone, when it does not depend on the inputs (for occupancy)."""
+    try:
+        if spec.block is None:
+            return next((cxx[n] for n in _FALLBACK_BLOCK_NAMES if n in cxx), None)
+        return int(np.prod(_dim3(spec.block(cxx), "block", spec)))
+    except CellError:
+        return None
+
+
 class CupyTimer:
-    """DeviceTimer over CuPy events on the current stream, with an L2 flush buffer."""
+    """DeviceTimer over CuPy events on the current stream, with a read-only L2 flush."""
 
     name = "CUDA"
 
-    def __init__(self, flush_bytes: int = 256 << 20):
+    def __init__(self, flush_bytes: int = 256 << 20, sm_count: int = 132):
         import cupy
 
         self._cupy = cupy
         self.l2_flush_bytes = flush_bytes
-        self._flush = cupy.empty(flush_bytes, dtype=cupy.uint8)
+        self._flush = cupy.zeros(flush_bytes // 16 * 4, dtype=cupy.int32)
+        self._sink = cupy.zeros(1, dtype=cupy.int32)
+        self._flush_kernel = cupy.RawKernel(_FLUSH_SRC, "ktune_l2_flush")
+        self._flush_grid = (sm_count * 4,)
 
     def synchronize(self) -> None:
         self._cupy.cuda.get_current_stream().synchronize()
@@ -78,7 +107,8 @@ class CupyTimer:
         return float(self._cupy.cuda.get_elapsed_time(start, end))
 
     def flush_l2(self) -> None:
-        self._flush.fill(0)
+        n = self._flush.size // 4
+        self._flush_kernel(self._flush_grid, (512,), (self._flush, np.int64(n), self._sink))
 
     def graph_ms(self, launch: Any, launches: int) -> float | None:
         cp = self._cupy
@@ -265,7 +295,8 @@ class CudaBackend:
         try:
             return compile_static(path, arch=spec.options.arch,
                                   defines=macro_defines(spec, sig, cxx),
-                                  include_dirs=[include_dir()])
+                                  include_dirs=[include_dir()], extra_flags=("-std=c++17",),
+                                  threads_per_block=_static_block(spec, cxx))
         except CompileError as exc:
             raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(exc.log)) from None
 
@@ -294,7 +325,7 @@ class CudaBackend:
     @cached_property
     def _timer(self) -> CupyTimer:
         l2 = self.device().limits.get("L2_BYTES", 0)
-        return CupyTimer(max(256 << 20, 4 * l2))
+        return CupyTimer(max(256 << 20, 4 * l2), self.device().limits.get("SM_COUNT", 132))
 
     def is_fatal(self, exc: BaseException) -> bool:
         status = getattr(exc, "status", None)

@@ -149,7 +149,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     if median < plan.graph_below_ms:
         graph_ms = timer.graph_ms(launch, plan.graph_launches)
     flush_txt = ("warm L2 (no flush)" if not flush
-                 else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB write)")
+                 else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)")
     method = (f"{timer.name} events around each launch, {flush_txt}, {warmup} warm-up runs, "
               f"median of {len(times)}")
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,

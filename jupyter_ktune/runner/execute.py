@@ -8,6 +8,8 @@ constraint violation is "not allowed" and is never launched.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import os
 import platform
 import time
@@ -126,6 +128,9 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     def finish(status: Status, reason: str = "", **kw: Any) -> RunResult:
         static, failure = static_future.result()
+        block = kw.get("launch", {}).get("block")
+        if static is not None and block and getattr(static, "threads_per_block", 0) is None:
+            static = dataclasses.replace(static, threads_per_block=math.prod(block))
         diagnostics = tuple(failure.diagnostics) if failure else ()
         if failure and status is not Status.COMPILE_ERROR and not reason:
             reason = str(failure) if failure.diagnostics else failure.log
