@@ -55,6 +55,9 @@ def _timing_rows(r: RunResult) -> list[str]:
         rates.append(f"{m.tflops:,.2f} TFLOP/s")
     if rates:
         rows.append(_row("Achieved", " &nbsp;·&nbsp; ".join(rates) + " (at the median time)"))
+    if t.event_median_ms is not None:
+        rows.append(_row("CUDA events", f"{fmt_time(t.event_median_ms)} median around the same "
+                         "runs (adds the stream front end's gaps; CUPTI is the headline)"))
     if t.graph_ms is not None:
         rows.append(_row("CUDA graph", f"{fmt_time(t.graph_ms)} per launch over "
                          f"{t.graph_launches} back-to-back launches (warm L2, no launch gaps)"))

@@ -56,6 +56,12 @@ class Timing:
     graph_ms: float | None = None
     graph_launches: int = 0
     host_launch_us: float | None = None
+    event_times_ms: np.ndarray | None = None  # the same runs by CUDA events, when CUPTI timed them
+
+    @property
+    def event_median_ms(self) -> float | None:
+        """Median of the event-bracketed times (includes front-end gaps), if recorded."""
+        return None if self.event_times_ms is None else float(np.median(self.event_times_ms))
 
     @property
     def n(self) -> int:
@@ -97,6 +103,8 @@ class Timing:
         """JSON-ready dict (times as a list)."""
         d = asdict(self)
         d["times_ms"] = self.times_ms.tolist()
+        if self.event_times_ms is not None:
+            d["event_times_ms"] = self.event_times_ms.tolist()
         return d
 
 

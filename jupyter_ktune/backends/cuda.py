@@ -106,6 +106,11 @@ class CupyTimer:
     def elapsed_ms(self, start: Any, end: Any) -> float:
         return float(self._cupy.cuda.get_elapsed_time(start, end))
 
+    def kernel_clock(self) -> str | None:
+        from jupyter_ktune.measure.cupti import cupti_status
+
+        return cupti_status()
+
     def flush_l2(self) -> None:
         n = self._flush.size // 4
         self._flush_kernel(self._flush_grid, (512,), (self._flush, np.int64(n), self._sink))

@@ -32,6 +32,9 @@ from jupyter_ktune.measure.stats import relative_ci_halfwidth
 from jupyter_ktune.results import Timing
 
 
+FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
+
+
 class DeviceTimer(Protocol):
     """What the protocol needs from a device runtime."""
 
@@ -56,6 +59,9 @@ class DeviceTimer(Protocol):
     def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
         """Per-launch time of a captured graph of ``launches`` launches, or None if unsupported."""
 
+    def kernel_clock(self) -> str | None:
+        """None when CUPTI kernel records work for this runtime, else the reason they don't."""
+
 
 @dataclass(frozen=True)
 class TimingPlan:
@@ -69,13 +75,14 @@ class TimingPlan:
     warm_cache: bool = False
     graph_below_ms: float = 0.05
     graph_launches: int = 100
+    kernel_clock: bool = True
 
     def __post_init__(self) -> None:
         if self.budget_ms <= 0 or self.min_runs < 1 or self.max_runs < self.min_runs:
             raise ValueError("[ktune] TimingPlan needs budget_ms > 0 and 1 <= min_runs <= max_runs")
 
 
-def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list[float]:
+def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list:
     pairs = []
     for _ in range(n):
         if flush:
@@ -86,7 +93,21 @@ def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: b
         timer.record(end)
         pairs.append((start, end))
     timer.synchronize()
-    return [timer.elapsed_ms(s, e) for s, e in pairs]
+    return pairs
+
+
+def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
+                kernel_clock: bool = False) -> tuple[list[float], list[float] | None]:
+    """Event times for ``n`` runs and, when asked and possible, CUPTI kernel times."""
+    if not kernel_clock:
+        pairs = _enqueue(launch, timer, n, flush)
+        return [timer.elapsed_ms(s, e) for s, e in pairs], None
+    from jupyter_ktune.measure.cupti import KernelActivity, per_run_durations
+
+    with KernelActivity() as act:
+        pairs = _enqueue(launch, timer, n, flush)
+    events = [timer.elapsed_ms(s, e) for s, e in pairs]
+    return events, per_run_durations(act.records, n, skip=FLUSH_KERNEL_NAME)
 
 
 def _host_launch_us(launch: Callable[[], None], timer: DeviceTimer, n: int = 20) -> float:
@@ -122,20 +143,26 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     flush = not plan.warm_cache
     launch()
     timer.synchronize()
-    estimate = float(np.median(_timed_runs(launch, timer, 5, flush)))
+    estimate = float(np.median(_timed_runs(launch, timer, 5, flush)[0]))
     per_run = max(estimate, 1e-4)
     warmup = int(min(max(math.ceil(plan.warmup_ms / per_run), 1), 1000))
     _timed_runs(launch, timer, warmup, flush)
+    no_cupti = timer.kernel_clock() if plan.kernel_clock else "not requested"
+    use_cupti = no_cupti is None
 
     times: list[float] = []
+    events: list[float] = []
     batch = int(min(max(plan.budget_ms / per_run / 8, plan.min_runs), 250))
     deadline = time.perf_counter() + plan.budget_ms * 1e-3 * 3  # host guard if flushes dominate
     spent_ms = 0.0
     while True:
         n = min(batch, plan.max_runs - len(times))
-        got = _timed_runs(launch, timer, n, flush)
-        times.extend(got)
-        spent_ms += sum(got)
+        ev, kt = _timed_runs(launch, timer, n, flush, use_cupti)
+        if use_cupti and kt is None:  # records lost: fall back for the whole measurement
+            use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
+        events.extend(ev)
+        times.extend(kt if use_cupti and kt is not None else ev)
+        spent_ms += sum(ev)
         arr = np.asarray(times)
         if len(times) >= plan.max_runs:
             break
@@ -150,9 +177,11 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         graph_ms = timer.graph_ms(launch, plan.graph_launches)
     flush_txt = ("warm L2 (no flush)" if not flush
                  else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)")
-    method = (f"{timer.name} events around each launch, {flush_txt}, {warmup} warm-up runs, "
-              f"median of {len(times)}")
+    clock = ("CUPTI kernel records (the kernel's own GPU start/end)" if use_cupti
+             else f"{timer.name} events around each launch ({no_cupti})")
+    method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}"
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
+                  event_times_ms=np.asarray(events, dtype=np.float64) if use_cupti else None,
                   warm_cache=not flush, l2_flush_bytes=timer.l2_flush_bytes if flush else 0,
                   warmup_runs=warmup, graph_ms=graph_ms,
                   graph_launches=plan.graph_launches if graph_ms is not None else 0,

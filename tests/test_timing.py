@@ -1,0 +1,117 @@
+"""The timing protocol against a fake device whose kernel times are known exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jupyter_ktune.measure.cupti import KernelRecord, per_run_durations
+from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
+from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+
+
+class FakeTimer:
+    """Events whose elapsed time is drawn from a known distribution; counts flushes."""
+
+    name = "fake"
+    l2_flush_bytes = 1 << 20
+
+    def __init__(self, kernel_ms: float, jitter: float = 0.0, graph: float | None = None,
+                 kernel_clock: str | None = "no CUPTI in tests"):
+        self.kernel_ms, self.jitter, self._graph = kernel_ms, jitter, graph
+        self.rng = np.random.default_rng(0)
+        self.flushes = self.launches = 0
+        self._clock = 0.0
+        self._kernel_clock = kernel_clock
+
+    def synchronize(self) -> None:
+        pass
+
+    def new_event(self) -> list:
+        return []
+
+    def record(self, event: list) -> None:
+        event.append(self._clock)
+
+    def elapsed_ms(self, start: list, end: list) -> float:
+        return end[0] - start[0]
+
+    def flush_l2(self) -> None:
+        self.flushes += 1
+
+    def launch(self) -> None:
+        self.launches += 1
+        self._clock += self.kernel_ms * (1 + self.jitter * self.rng.standard_normal())
+
+    def graph_ms(self, launch, launches):  # noqa: ANN001
+        return self._graph
+
+    def kernel_clock(self) -> str | None:
+        return self._kernel_clock
+
+
+def test_median_and_spread_come_from_the_device_clock():
+    t = FakeTimer(kernel_ms=0.5, jitter=0.01)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=50))
+    assert timing.median_ms == pytest.approx(0.5, rel=0.01)
+    assert 0 < timing.iqr_ms < 0.02
+    assert timing.n >= 10
+    assert "events" in timing.method and "no CUPTI in tests" in timing.method
+
+
+def test_l2_is_flushed_before_every_timed_run_unless_warm_cache():
+    t = FakeTimer(kernel_ms=1.0)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
+    # every estimate, warm-up and timed run is flushed; the module-load launch and the 20
+    # host-cost launches are not timed on the device and are not flushed
+    assert t.flushes == 5 + timing.warmup_runs + timing.n == t.launches - 1 - 20
+    assert "flushed" in timing.method and timing.l2_flush_bytes == 1 << 20
+    warm = FakeTimer(kernel_ms=1.0)
+    timing = time_kernel(warm.launch, warm, TimingPlan(budget_ms=20, warm_cache=True))
+    assert warm.flushes == 0 and timing.warm_cache and "warm L2" in timing.method
+
+
+def test_adaptive_stop_needs_more_runs_when_noisy():
+    quiet, noisy = FakeTimer(0.1, jitter=0.001), FakeTimer(0.1, jitter=0.3)
+    n_quiet = time_kernel(quiet.launch, quiet, TimingPlan(budget_ms=200)).n
+    n_noisy = time_kernel(noisy.launch, noisy, TimingPlan(budget_ms=200)).n
+    assert n_noisy > n_quiet
+
+
+def test_run_cap_and_min_runs_are_respected():
+    t = FakeTimer(kernel_ms=0.001, jitter=0.5)
+    assert time_kernel(t.launch, t, TimingPlan(budget_ms=1000, max_runs=40, min_runs=10)).n == 40
+    with pytest.raises(ValueError, match=r"\[ktune\]"):
+        TimingPlan(min_runs=5, max_runs=2)
+
+
+def test_graph_figure_only_for_tiny_kernels():
+    tiny = FakeTimer(kernel_ms=0.002, graph=0.0009)
+    assert time_kernel(tiny.launch, tiny, TimingPlan(budget_ms=5)).graph_ms == 0.0009
+    big = FakeTimer(kernel_ms=1.0, graph=0.9)
+    assert time_kernel(big.launch, big, TimingPlan(budget_ms=5)).graph_ms is None
+
+
+def test_host_launch_cost_is_labelled_separately():
+    t = FakeTimer(kernel_ms=0.2)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=5))
+    assert timing.host_launch_us is not None and timing.host_launch_us >= 0
+
+
+def test_cupti_records_are_grouped_per_run_and_exclude_the_flush():
+    recs = []
+    for i in range(4):
+        recs.append(KernelRecord("ktune_l2_flush", i * 100, i * 100 + 50))
+        recs.append(KernelRecord("scale<256>", i * 100 + 60, i * 100 + 60 + 1000 * (i + 1)))
+    assert per_run_durations(recs, 4, "ktune_l2_flush") == [0.001, 0.002, 0.003, 0.004]
+    assert per_run_durations(recs, 3, "ktune_l2_flush") is None  # a lost record is detected
+
+
+def test_median_ci_contains_the_median_and_shrinks_with_n():
+    rng = np.random.default_rng(1)
+    small, big = rng.normal(1, 0.1, 20), rng.normal(1, 0.1, 2000)
+    lo, hi = median_ci(small)
+    assert lo <= np.median(small) <= hi
+    assert relative_ci_halfwidth(big) < relative_ci_halfwidth(small)
+    with pytest.raises(ValueError):
+        median_ci(np.array([]))
