@@ -57,6 +57,7 @@ class Timing:
     graph_launches: int = 0
     host_launch_us: float | None = None
     event_times_ms: np.ndarray | None = None  # the same runs by CUDA events, when CUPTI timed them
+    event_floor_ms: float | None = None  # an empty kernel timed the same way
 
     @property
     def event_median_ms(self) -> float | None:

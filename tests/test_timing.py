@@ -49,6 +49,9 @@ class FakeTimer:
     def kernel_clock(self) -> str | None:
         return self._kernel_clock
 
+    def empty_launch(self) -> None:
+        pass
+
 
 def test_median_and_spread_come_from_the_device_clock():
     t = FakeTimer(kernel_ms=0.5, jitter=0.01)
@@ -56,15 +59,23 @@ def test_median_and_spread_come_from_the_device_clock():
     assert timing.median_ms == pytest.approx(0.5, rel=0.01)
     assert 0 < timing.iqr_ms < 0.02
     assert timing.n >= 10
-    assert "events" in timing.method and "no CUPTI in tests" in timing.method
+    assert "events" in timing.method and "not requested" in timing.method
+    assert timing.event_floor_ms == 0.0  # the fake's empty kernel takes no time
+
+
+def test_kernel_clock_falls_back_to_events_and_says_why():
+    t = FakeTimer(kernel_ms=0.5)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=10, kernel_clock=True))
+    assert "no CUPTI in tests" in timing.method and timing.event_times_ms is None
 
 
 def test_l2_is_flushed_before_every_timed_run_unless_warm_cache():
     t = FakeTimer(kernel_ms=1.0)
     timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
-    # every estimate, warm-up and timed run is flushed; the module-load launch and the 20
-    # host-cost launches are not timed on the device and are not flushed
-    assert t.flushes == 5 + timing.warmup_runs + timing.n == t.launches - 1 - 20
+    # every estimate, warm-up, timed and empty-floor (21) run is flushed; the module-load launch
+    # and the 20 host-cost launches are not timed on the device and are not flushed
+    assert t.flushes == 5 + timing.warmup_runs + timing.n + 21
+    assert t.launches == 1 + 5 + timing.warmup_runs + timing.n + 20
     assert "flushed" in timing.method and timing.l2_flush_bytes == 1 << 20
     warm = FakeTimer(kernel_ms=1.0)
     timing = time_kernel(warm.launch, warm, TimingPlan(budget_ms=20, warm_cache=True))

@@ -4,8 +4,13 @@ CUDA events bracket a kernel from the stream's point of view, so each event pair
 front end's work between the events and the kernel (about 2.3 us per run on the H200: a 2.2 us
 kernel read 4.5 us, bench/results/foundation-timing.md). That constant is noise for a 1 ms
 kernel and a 5-10% error for a 20-50 us one. CUPTI's concurrent-kernel records carry the kernel's
-own start and end, the quantity ncu reports as ``gpu__time_duration``. The project's protocol
-takes them when the ``cupti-python`` package works here, and falls back to events, saying so.
+own start and end, the quantity ncu reports as ``gpu__time_duration``.
+
+But tracing is not free: on the H200, with concurrent-kernel tracing enabled, a memory-bound
+kernel ran 9-11% slower by its own CUPTI timestamps *and* by events (777 -> 846 us, 50.4 -> 54.9
+us; bench/results/probe_kernel_clock.txt, interleaved three times). A clock that changes what it
+measures cannot be the default, so the protocol uses events and CUPTI is opt-in
+(``TimingPlan(kernel_clock=True)``), labelled in the method text when used.
 
 Only one CUPTI subscriber may exist per process; the worker is the only user (ncu, when it runs
 a variant, runs it in a separate process).
