@@ -249,9 +249,12 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         args = _line_parser().parse_args(shlex.split(line))
     except ValueError as exc:  # unbalanced quotes
         raise CellError(f"magic line: {exc}", line=1, fix="Balance the quotes.") from None
-    if args.backend not in LANGS:
+    from jupyter_ktune.backends import backend_names
+
+    known = sorted(set(LANGS) | set(backend_names()))
+    if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,
-                        fix=f"Use --backend {' | '.join(LANGS)}.")
+                        fix=f"Use --backend {' | '.join(known)}.")
     draft = parse_directives(body)
     for item in args.param:
         name, _, values = item.partition("=")

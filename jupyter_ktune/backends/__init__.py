@@ -6,6 +6,7 @@ Adding a backend touches one line here (STYLE.md habit 3: a registry, not an if/
 from __future__ import annotations
 
 import importlib
+import os
 from functools import cache
 
 from jupyter_ktune.backends.base import Backend
@@ -16,16 +17,26 @@ _BACKENDS: dict[str, str] = {
 }
 
 
+def _registry() -> dict[str, str]:
+    """Built-in backends plus ``KTUNE_BACKEND_MODULES="name=module,..."`` (plugins in development;
+    an environment variable because the worker is a separate process that must see them too)."""
+    extra = {}
+    for item in filter(None, os.environ.get("KTUNE_BACKEND_MODULES", "").split(",")):
+        name, _, module = item.partition("=")
+        extra[name.strip()] = module.strip()
+    return {**_BACKENDS, **extra}
+
+
 @cache
 def get_backend(name: str) -> Backend:
     """Return the backend instance for ``name``; unknown names list the known ones."""
-    module = _BACKENDS.get(name)
+    module = _registry().get(name)
     if module is None:
         raise KtuneError(f"[ktune] backend '{name}' is not available yet. "
-                         f"Known backends: {', '.join(sorted(_BACKENDS))}.")
+                         f"Known backends: {', '.join(sorted(_registry()))}.")
     return importlib.import_module(module).BACKEND
 
 
 def backend_names() -> tuple[str, ...]:
     """Names of the registered backends."""
-    return tuple(sorted(_BACKENDS))
+    return tuple(sorted(_registry()))

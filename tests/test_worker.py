@@ -1,0 +1,149 @@
+"""Worker lifecycle: a variant that crashes, hangs or faults costs that variant only."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from jupyter_ktune.results import Status
+from jupyter_ktune.runner.client import DeviceWorker, WorkerDied
+from jupyter_ktune.spec import parse_cell
+
+
+def inputs():
+    x = np.random.rand(1000)
+    return dict(x=x, y=np.empty_like(x), n=1000)
+
+
+def reference(x, y, n):
+    return 2 * x
+
+
+GOOD = """# ktune: BLOCK in [1, 2, 4]
+def scale(x, y, n):
+    y[:] = 2 * x
+"""
+WRONG = """def scale(x, y, n):
+    y[: n // 2] = 2 * x[: n // 2]   # leaves half the output unwritten
+"""
+CRASH = """import os
+def scale(x, y, n):
+    os.abort()
+"""
+HANG = """def scale(x, y, n):
+    while True:
+        pass
+"""
+FATAL = """def scale(x, y, n):
+    raise FatalFault("illegal memory access (simulated)")
+"""
+RAISES = """def scale(x, y, n):
+    raise IndexError("index 1000 is out of bounds")
+"""
+NS = {"inputs": inputs, "reference": reference}
+LINE = "scale --backend fake --inputs inputs --reference reference --out y --budget-ms 5"
+
+
+def spec(src, line=LINE):
+    return parse_cell(line, src, NS)
+
+
+def test_good_variant_is_verified_and_timed_with_provenance(worker):
+    s = spec(GOOD)
+    r = worker.run(s, s.space.config(BLOCK=2))
+    assert r.status is Status.OK, r.reason
+    assert r.verification.passed and r.verification.max_abs_err == 0
+    t = r.measurement.timing
+    assert t.n >= 10 and t.median_ms > 0
+    assert "host perf_counter (fake backend)" in t.method
+    assert r.measurement.provenance.source_hash == s.source_hash
+    assert r.config == {"BLOCK": 2}
+
+
+def test_unwritten_output_is_caught_by_poison(worker):
+    r = worker.run(spec(WRONG), spec(WRONG).space.default())
+    assert r.status is Status.WRONG
+    (check,) = r.verification.checks
+    assert check.unwritten == 500 and check.first_bad_index == (500,)
+    assert "never written" in r.reason
+
+
+def test_python_exception_is_a_runtime_error_and_the_worker_lives(worker):
+    pid = worker.pid
+    r = worker.run(spec(RAISES), spec(RAISES).space.default())
+    assert r.status is Status.RUNTIME_ERROR and "IndexError" in r.reason
+    assert worker.pid == pid
+
+
+def test_crash_costs_one_variant_then_the_next_request_works(worker):
+    before = worker.restarts
+    r = worker.run(spec(CRASH), spec(CRASH).space.default())
+    assert r.status is Status.CRASHED
+    assert "SIGABRT" in r.reason
+    assert worker.restarts == before + 1
+    ok = worker.run(spec(GOOD), spec(GOOD).space.default())
+    assert ok.status is Status.OK
+
+
+def test_hang_is_killed_at_the_timeout_then_the_next_request_works(worker):
+    t0 = time.perf_counter()
+    r = worker.run(spec(HANG, LINE + " --timeout 2"), spec(HANG).space.default())
+    assert r.status is Status.TIMEOUT
+    assert time.perf_counter() - t0 < 10
+    assert "2 s" in r.reason
+    ok = worker.run(spec(GOOD), spec(GOOD).space.default())
+    assert ok.status is Status.OK
+
+
+def test_fatal_device_error_restarts_the_worker_after_answering(worker):
+    pid = worker.pid
+    r = worker.run(spec(FATAL), spec(FATAL).space.default())
+    assert r.status is Status.RUNTIME_ERROR
+    assert "illegal memory access" in r.reason and "worker restarted" in r.reason
+    assert worker.pid != pid
+    ok = worker.run(spec(GOOD), spec(GOOD).space.default())
+    assert ok.status is Status.OK
+
+
+def test_constraint_violation_is_not_allowed_and_never_runs(worker):
+    src = "# ktune: BLOCK in [1, 2, 4]; require BLOCK * 400 <= SMEM_PER_BLOCK\n" + CRASH
+    s = spec(src)
+    r = worker.run(s, s.space.config(BLOCK=4))
+    assert r.status is Status.NOT_ALLOWED and "BLOCK * 400 <= SMEM_PER_BLOCK" in r.reason
+
+
+def test_all_zero_inputs_are_refused(worker):
+    ns = {"inputs": lambda: dict(x=np.zeros(10), y=np.zeros(10), n=10), "reference": reference}
+    s = parse_cell(LINE, GOOD, ns)
+    r = worker.run(s, s.space.default())
+    assert r.status is Status.RUNTIME_ERROR and "all zeros" in r.reason
+
+
+def test_inputs_are_made_in_the_worker_from_notebook_functions(worker):
+    # a closure over a notebook variable travels with cloudpickle
+    size = 77
+    ns = {"inputs": lambda: dict(x=np.random.rand(size), y=np.empty(size), n=size),
+          "reference": reference}
+    s = parse_cell(LINE, GOOD, ns)
+    assert worker.run(s, s.space.default()).verification.checks[0].size == 77
+
+
+def test_call_runs_in_another_process_and_errors_come_back():
+    with DeviceWorker() as w:
+        assert w.call(os.getpid) != os.getpid()
+        with pytest.raises(Exception, match="ZeroDivisionError"):
+            w.call(lambda: 1 / 0)
+        with pytest.raises(WorkerDied):
+            w.call(lambda: os._exit(7))
+        assert w.call(lambda: 41 + 1) == 42
+
+
+def test_worker_never_imports_device_libraries_in_the_notebook_process(worker):
+    import sys
+
+    s = spec(GOOD)
+    worker.run(s, s.space.default())
+    assert "cupy" not in sys.modules and "jax" not in sys.modules
