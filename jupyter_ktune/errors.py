@@ -36,7 +36,8 @@ class CellError(KtuneError, ValueError):
         self.fix = fix
         where = f"cell line {line}: " if line is not None else ""
         tail = f" {fix}" if fix else ""
-        super().__init__(f"{PREFIX} {where}{message}.{tail}".replace("..", "."))
+        end = "" if message.endswith(".") else "."
+        super().__init__(f"{PREFIX} {where}{message}{end}{tail}")
 
 
 @dataclass(frozen=True)

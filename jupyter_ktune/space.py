@@ -260,5 +260,9 @@ def _coerce(value: Any, p: Param) -> ParamValue:
     for allowed in p.values:
         if value == allowed or str(value).lower() == str(allowed).lower():
             return allowed
+    for allowed in p.values:  # a swizzle given by its byte span: 128 -> "128B", 0 -> "none"
+        if isinstance(allowed, str) and _SWIZZLE_NAME.match(allowed) and str(value).isdigit() \
+                and cxx_value(allowed, p.values) == int(value):
+            return allowed
     raise CellError(f"{value!r} is not an allowed value of {p.name}",
                     fix=f"Choose one of {', '.join(map(str, p.values))}.")

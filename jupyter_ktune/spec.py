@@ -117,7 +117,13 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
             raise CellError(f"{m.group(1)}() takes integers, got '{m.group(2)}'", line=line,
                             fix=f"Write {name} in {m.group(1)}(16, 256).") from None
         if m.group(1) == "range":
+            if not 1 <= len(nums) <= 3:
+                raise CellError(f"range() takes 1 to 3 integers, got {len(nums)}", line=line,
+                                fix=f"Write {name} in range(1, 5).")
             return tuple(range(*nums))
+        if len(nums) != 2:
+            raise CellError(f"pow2() takes 2 integers (lowest, highest), got {len(nums)}",
+                            line=line, fix=f"Write {name} in pow2(16, 256).")
         lo, hi = nums
         if lo <= 0 or lo & (lo - 1) or hi & (hi - 1) or hi < lo:
             raise CellError(f"pow2({lo}, {hi}) needs powers of two with lo <= hi", line=line)
@@ -193,7 +199,7 @@ class _ArgParser(argparse.ArgumentParser):
     """argparse that raises a CellError on line 1 instead of exiting the kernel."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise CellError(f"magic line: {message}", line=1, fix=f"Usage: {self.format_usage().strip()}")
+        raise CellError(f"magic line: {message}", line=1, fix=self.format_usage().strip().replace("usage:", "Usage:", 1))
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         raise CellError(f"magic line: {message or 'invalid arguments'}", line=1)
@@ -246,9 +252,10 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     """
     namespace = namespace or {}
     try:
-        args = _line_parser().parse_args(shlex.split(line))
+        words = shlex.split(line)
     except ValueError as exc:  # unbalanced quotes
         raise CellError(f"magic line: {exc}", line=1, fix="Balance the quotes.") from None
+    args = _line_parser().parse_args(words)
     from jupyter_ktune.backends import backend_names
 
     known = sorted(set(LANGS) | set(backend_names()))
@@ -272,7 +279,10 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         initial[name.strip()] = value.strip()
     space = Space(tuple(draft.params.values()), tuple(draft.constraints))
     if initial:
-        space.config(initial)  # validates names and values now, on line 1
+        try:
+            space.config(initial)  # validates names and values now, on line 1
+        except CellError as exc:
+            raise CellError(exc.message, line=1, fix=exc.fix) from None
     options = RunOptions(verify=not args.no_verify, warm_cache=args.warm_cache,
                          budget_ms=args.budget_ms, timeout_s=args.timeout, arch=args.arch,
                          rtol=args.rtol, atol=args.atol, static_only=args.static_only)

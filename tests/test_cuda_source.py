@@ -106,8 +106,6 @@ def test_a_kernel_only_in_comments_is_missing_and_the_error_lists_the_real_ones(
     assert e.value.fix.endswith("The cell defines: scale_v2, other.")
 
 
-@pytest.mark.xfail(strict=True, reason="the 'found' regex in parse_signature only allows "
-                   "__launch_bounds__ before 'void', so it lists '__launch_bounds__' as a kernel")
 def test_missing_kernel_hint_reads_launch_bounds_after_void():
     with pytest.raises(CellError) as e:
         _sig("__global__ void __launch_bounds__(64) other(float* y) {}\n")
@@ -117,10 +115,7 @@ def test_missing_kernel_hint_reads_launch_bounds_after_void():
 @pytest.mark.parametrize("body", [
     "// ktune: BLOCK in [64]\n\ntemplate <int BLOCK, int WIDTH> __global__ void k(float* y) {}",
     pytest.param("// ktune: BLOCK in [64]\n\ntemplate <int BLOCK, int WIDTH>\n"
-                 "__global__ void k(float* y) {}",
-                 marks=pytest.mark.xfail(strict=True, reason="the error uses the line of the "
-                                         "kernel's parameter list, not the 'template <...>' line "
-                                         "that names the untunable parameter")),
+                 "__global__ void k(float* y) {}"),
 ])
 def test_untunable_template_parameter_names_the_template_line(body):
     with pytest.raises(CellError) as e:

@@ -198,8 +198,6 @@ def test_config_bad_value_lists_the_allowed_values():
     assert e.value.fix == "Choose one of 64, 128, 256."
 
 
-@pytest.mark.xfail(strict=True, reason="_coerce's docstring promises 128 -> '128B' but only a "
-                   "case-insensitive string match is done")
 def test_config_coerces_a_bare_byte_count_to_its_swizzle_name():
     assert _space().config(SWIZZLE=128)["SWIZZLE"] == "128B"
 
@@ -241,8 +239,6 @@ def test_constraint_holds_and_equality_ignores_code():
     assert c == Constraint("BLOCK % 32 == 0", line=4)
 
 
-@pytest.mark.xfail(strict=True, reason="CellError.__init__ does .replace('..', '.') on the whole "
-                   "message, so the fix 'in [...]' prints as 'in [..]'")
 def test_error_text_keeps_an_ellipsis_in_the_fix():
     with pytest.raises(CellError) as e:
         eval_expr(compile_expr("TILE", 2, "grid"), {}, "TILE", 2)

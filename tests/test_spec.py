@@ -163,15 +163,10 @@ def test_bad_pow2_bounds(values):
     assert e.line == 3 and "needs powers of two with lo <= hi" in e.message
 
 
-@pytest.mark.xfail(strict=True, reason="parse_values unpacks 'lo, hi = nums' unguarded: a raw "
-                   "ValueError with no cell line")
 def test_pow2_with_one_bound_is_a_cell_error():
     assert _error("scale", "// ktune: B in pow2(16)").line == 2
 
 
-@pytest.mark.xfail(strict=True, reason="parse_cell's 'except ValueError' around parse_args also "
-                   "catches the CellError _ArgParser.error raises (CellError is a ValueError): "
-                   "the message is wrapped twice and the fix says 'Balance the quotes'")
 @pytest.mark.parametrize("line", ["scale --bogus", "scale --budget-ms fast", ""])
 def test_argparse_errors_are_reported_once_with_usage(line):
     e = _error(line)
@@ -181,8 +176,6 @@ def test_argparse_errors_are_reported_once_with_usage(line):
     assert "%%kernel" in e.fix
 
 
-@pytest.mark.xfail(strict=True, reason="parse_cell validates --config with space.config(initial), "
-                   "whose CellErrors carry line=None, not the magic line")
 @pytest.mark.parametrize("flag, fragment", [("BLOCK=100", "100"), ("TILE=64", "'TILE'")])
 def test_bad_config_flag_points_at_line_1(flag, fragment):
     e = _error(f"scale --config {flag}")

@@ -104,7 +104,8 @@ def parse_signature(spec: KernelSpec) -> KernelSignature:
         rf"{re.escape(spec.name)}\s*\((?P<params>[^)]*)\)", re.S)
     m = pat.search(src)
     if m is None:
-        found = re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)", src)
+        found = re.findall(r"(?:__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void|void\s+"
+                           r"__global__)\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(", src)
         hint = f" The cell defines: {', '.join(found)}." if found else ""
         raise CellError(f"no __global__ kernel named '{spec.name}' in the cell", line=1,
                         fix=f"Name the kernel on the magic line: %%kernel <name>.{hint}")
@@ -131,7 +132,8 @@ def parse_signature(spec: KernelSpec) -> KernelSignature:
         tpl = tuple(names)
         missing = [t for t in tpl if t not in spec.space.names]
         if missing:
-            raise CellError(f"template parameter {missing[0]} is not a tunable", line=line,
+            tpl_line = spec.body_line + src.count("\n", 0, m.start("tpl"))
+            raise CellError(f"template parameter {missing[0]} is not a tunable", line=tpl_line,
                             fix=f"Declare it: // ktune: {missing[0]} in [...]")
     return KernelSignature(tuple(params), tpl, m.group("params"), line)
 
