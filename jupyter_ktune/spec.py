@@ -250,7 +250,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     >>> spec.space.names
     ('BLOCK',)
     """
-    namespace = namespace or {}
+    namespace = {} if namespace is None else namespace
     try:
         words = shlex.split(line)
     except ValueError as exc:  # unbalanced quotes
