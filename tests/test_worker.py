@@ -147,3 +147,11 @@ def test_worker_never_imports_device_libraries_in_the_notebook_process(worker):
     s = spec(GOOD)
     worker.run(s, s.space.default())
     assert "cupy" not in sys.modules and "jax" not in sys.modules
+
+
+def test_compile_request_caches_without_running(worker):
+    s = spec(CRASH)  # would abort the worker if it ran
+    pid = worker.pid
+    r = worker.compile(s, s.space.default())
+    assert r.status is Status.OK and r.reason == "compiled (not run)"
+    assert r.measurement is None and worker.pid == pid

@@ -212,10 +212,19 @@ class DeviceWorker:
 
     def run(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
         """Compile, verify and time one variant; failures come back as a RunResult, not raised."""
+        return self._variant_request("run", spec, config, timeout)
+
+    def compile(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
+        """Compile and cache one variant without running it (status OK, COMPILE_ERROR or
+        CANNOT_RUN with the static report on a machine without a device)."""
+        return self._variant_request("compile", spec, config, timeout)
+
+    def _variant_request(self, kind: str, spec: KernelSpec, config: Config,
+                         timeout: float | None) -> RunResult:
         timeout = spec.options.timeout_s if timeout is None else timeout
         base = dict(name=spec.name, backend=spec.backend, config=dict(config))
         try:
-            kind, value = self.request(("run", spec, config), timeout)
+            kind, value = self.request((kind, spec, config), timeout)
         except WorkerTimeout as exc:
             return RunResult(**base, status=Status.TIMEOUT, reason=f"[ktune] {exc}")
         except WorkerDied as exc:

@@ -188,6 +188,23 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return result
 
 
+def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
+    """Compile (and cache) a variant without running it: the static report plus, where a device
+    is present, the loaded kernel, so a later run of the same config starts at once."""
+    result = run_variant(spec.with_options(static_only=True), config)
+    backend = get_backend(spec.backend)
+    device = backend.device()
+    if not device.available or result.status is not Status.CANNOT_RUN:
+        return result
+    key = (spec.source_hash, config)
+    try:
+        _variants[key] = _variants.get(key) or backend.compile(spec, config)
+    except CompileFailure as exc:
+        return dataclasses.replace(result, status=Status.COMPILE_ERROR, reason=str(exc),
+                                   diagnostics=tuple(exc.diagnostics))
+    return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
+
+
 def device_info(backend_name: str) -> DeviceInfo:
     """The backend's device description (worker side)."""
     return get_backend(backend_name).device()

@@ -5,6 +5,7 @@ JAX state must not leak in), in its own session so the client can kill it and it
 (nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket:
 
 * ``("run", spec, config)`` -> RunResult (compile, verify, time)
+* ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
 * ``("device", backend)`` -> DeviceInfo
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
@@ -24,7 +25,12 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def _handle(msg: tuple) -> tuple:
-    from jupyter_ktune.runner.execute import FatalDeviceError, device_info, run_variant
+    from jupyter_ktune.runner.execute import (
+        FatalDeviceError,
+        compile_variant,
+        device_info,
+        run_variant,
+    )
 
     kind = msg[0]
     if kind == "ping":
@@ -34,6 +40,8 @@ def _handle(msg: tuple) -> tuple:
     if kind == "call":
         _, fn, args, kwargs = msg
         return ("ok", fn(*args, **kwargs))
+    if kind == "compile":
+        return ("ok", compile_variant(msg[1], msg[2]))
     if kind == "run":
         try:
             return ("ok", run_variant(msg[1], msg[2]))
