@@ -262,7 +262,14 @@ def _load_nvrtc() -> ctypes.CDLL | None:
         return ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
     except Exception:  # noqa: BLE001 - any failure means: try the system paths
         pass
-    for name in ("libnvrtc.so.13", "libnvrtc.so.12", ctypes.util.find_library("nvrtc")):
+    import site
+    import sysconfig
+
+    # the nvidia-cuda-nvrtc wheel: site-packages/nvidia/cu13/lib (CUDA 13 layout)
+    roots = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+    wheel_libs = sorted({str(p) for r in roots for p in Path(r).glob("nvidia/*/lib/libnvrtc.so.*")
+                         if "builtins" not in p.name})
+    for name in (*wheel_libs, "libnvrtc.so.13", "libnvrtc.so.12", ctypes.util.find_library("nvrtc")):
         if name:
             try:
                 return ctypes.CDLL(name)
