@@ -269,8 +269,8 @@ class CudaBackend:
         else:
             why = "no CUDA device"
         if count == 0:
-            return DeviceInfo(False, "CPU only", reason=f"no CUDA GPU here ({why}); CUDA C++ "
-                              "compiles and shows its static report but cannot run")
+            return DeviceInfo(False, "CPU only", reason="no CUDA GPU here: CUDA C++ compiles "
+                              f"and shows its static report, but cannot run (CuPy: {why})")
         from jupyter_ktune.measure.clocks import driver_version
 
         dev = cupy.cuda.Device()

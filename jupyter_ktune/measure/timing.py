@@ -186,7 +186,8 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     flush_txt = ("warm L2 (no flush)" if not flush
                  else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)")
     clock = ("CUPTI kernel records (the kernel's own GPU start/end)" if use_cupti
-             else f"{timer.name} events around each launch ({no_cupti})")
+             else f"{timer.name} events around each launch"
+             + ("" if not plan.kernel_clock else f" ({no_cupti})"))
     method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}"
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
                   event_times_ms=np.asarray(events, dtype=np.float64) if use_cupti else None,
