@@ -56,11 +56,11 @@ def _timing_rows(r: RunResult) -> list[str]:
     if rates:
         rows.append(_row("Achieved", " &nbsp;·&nbsp; ".join(rates) + " (at the median time)"))
     if t.event_median_ms is not None:
-        rows.append(_row("CUDA events", f"{fmt_time(t.event_median_ms)} median around the same "
-                         "runs (adds the stream front end's gaps; CUPTI is the headline)"))
-    if t.event_floor_ms is not None and "events" in t.method.split(",")[0]:
+        rows.append(_row("Raw events", f"{fmt_time(t.event_median_ms)} median of the same runs "
+                         "by events alone (includes the stream front end's work)"))
+    if t.event_floor_ms is not None:
         rows.append(_row("Event floor", f"{fmt_time(t.event_floor_ms)}: an empty kernel timed the "
-                         "same way (an upper bound on what the events add to this median)"))
+                         "same way" + (", subtracted above" if "minus" in t.method else "")))
     if t.graph_ms is not None:
         rows.append(_row("CUDA graph", f"{fmt_time(t.graph_ms)} per launch over "
                          f"{t.graph_launches} back-to-back launches (warm L2, no launch gaps)"))

@@ -56,7 +56,8 @@ class Timing:
     graph_ms: float | None = None
     graph_launches: int = 0
     host_launch_us: float | None = None
-    event_times_ms: np.ndarray | None = None  # the same runs by CUDA events, when CUPTI timed them
+    # the same runs by raw CUDA events, when times_ms is CUPTI or floor-corrected
+    event_times_ms: np.ndarray | None = None
     event_floor_ms: float | None = None  # an empty kernel timed the same way
 
     @property

@@ -50,7 +50,9 @@ class FakeTimer:
         return self._kernel_clock
 
     def empty_launch(self) -> None:
-        pass
+        self._clock += self.empty_ms
+
+    empty_ms = 0.0
 
 
 def test_median_and_spread_come_from_the_device_clock():
@@ -59,14 +61,14 @@ def test_median_and_spread_come_from_the_device_clock():
     assert timing.median_ms == pytest.approx(0.5, rel=0.01)
     assert 0 < timing.iqr_ms < 0.02
     assert timing.n >= 10
-    assert timing.method.startswith("fake events around each launch, L2 flushed")
+    assert timing.method.startswith("fake events around each launch minus the empty-kernel floor")
     assert timing.event_floor_ms == 0.0  # the fake's empty kernel takes no time
 
 
 def test_kernel_clock_falls_back_to_events_and_says_why():
     t = FakeTimer(kernel_ms=0.5)
     timing = time_kernel(t.launch, t, TimingPlan(budget_ms=10, kernel_clock=True))
-    assert "no CUPTI in tests" in timing.method and timing.event_times_ms is None
+    assert "no CUPTI in tests" in timing.method and timing.event_times_ms is not None
 
 
 def test_l2_is_flushed_before_every_timed_run_unless_warm_cache():
@@ -74,7 +76,7 @@ def test_l2_is_flushed_before_every_timed_run_unless_warm_cache():
     timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
     # every estimate, warm-up, timed and empty-floor (21) run is flushed; the module-load launch
     # and the 20 host-cost launches are not timed on the device and are not flushed
-    assert t.flushes == 5 + timing.warmup_runs + timing.n + 21
+    assert t.flushes == 5 + timing.warmup_runs + timing.n + 51
     assert t.launches == 1 + 5 + timing.warmup_runs + timing.n + 20
     assert "flushed" in timing.method and timing.l2_flush_bytes == 1 << 20
     warm = FakeTimer(kernel_ms=1.0)
@@ -126,3 +128,15 @@ def test_median_ci_contains_the_median_and_shrinks_with_n():
     assert relative_ci_halfwidth(big) < relative_ci_halfwidth(small)
     with pytest.raises(ValueError):
         median_ci(np.array([]))
+
+
+def test_the_empty_kernel_floor_is_subtracted_and_the_raw_times_kept():
+    t = FakeTimer(kernel_ms=0.050)
+    t.empty_ms = 0.003  # what events add around any kernel on this fake device
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
+    assert timing.event_floor_ms == pytest.approx(0.003)
+    assert timing.median_ms == pytest.approx(0.047)
+    assert timing.event_median_ms == pytest.approx(0.050)
+    assert "minus the empty-kernel floor (3.00 us" in timing.method
+    raw = time_kernel(t.launch, t, TimingPlan(budget_ms=20, subtract_floor=False))
+    assert raw.median_ms == pytest.approx(0.050) and raw.event_times_ms is None
