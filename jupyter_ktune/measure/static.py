@@ -7,7 +7,9 @@ local-memory traffic, TMA) from the compiler alone. These numbers explain most p
 
 The pieces are usable alone: :func:`parse_ptxas_verbose` reads ``nvcc -Xptxas -v`` logs,
 :func:`parse_sass` / :func:`sass_mix` count instructions, :func:`parse_diagnostics` reads nvcc
-errors, and :func:`compile_static` runs the whole thing on a ``.cu`` file.
+errors, and :func:`compile_static` runs the whole thing on a ``.cu`` file. This module holds the
+ptxas side and the report; SASS counting lives in :mod:`jupyter_ktune.measure.sass` and the
+notebook table in :mod:`jupyter_ktune.measure.static_html`. The SASS names are re-exported here.
 
 Examples
 --------
@@ -24,16 +26,24 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 
 from jupyter_ktune.errors import PREFIX, KtuneError
 from jupyter_ktune.measure.occupancy import Occupancy, occupancy
-from jupyter_ktune.toolchain import (CompilerDiagnostic, ToolNotFound, find_tool,
-                                     parse_diagnostics, tool_version)
+from jupyter_ktune.measure.sass import SassMix as SassMix
+from jupyter_ktune.measure.sass import _disassemble
+from jupyter_ktune.measure.sass import parse_sass as parse_sass
+from jupyter_ktune.measure.sass import sass_mix as sass_mix
+from jupyter_ktune.measure.static_html import report_html
+from jupyter_ktune.toolchain import (
+    CompilerDiagnostic,
+    ToolNotFound,
+    find_tool,
+    parse_diagnostics,
+    tool_version,
+)
 
 __all__ = ["CompileError", "CompilerDiagnostic", "KernelResources", "KernelStatic", "SassMix",
            "StaticReport", "compile_static", "parse_diagnostics", "parse_ptxas_verbose",
@@ -131,162 +141,6 @@ def _used_tail(rest: str) -> dict:
         elif m := re.fullmatch(r"(\d+) bytes cumulative stack size", item):
             out["cumulative_stack"] = int(m[1])
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# SASS instruction mix. Categories are keyed on the base opcode (text before the first '.').
-
-_CATEGORY_OPCODES: dict[str, tuple[str, ...]] = {
-    "tensor_mma": ("HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA", "HGMMA", "QGMMA", "IGMMA",
-                   "BGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMXQMMA"),
-    "tma": ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UTMACCTL", "UBLKCP", "UBLKRED", "UBLKPF"),
-    "global_load": ("LDG",), "global_store": ("STG",),
-    "global_atomic": ("ATOMG", "RED", "REDG"), "async_copy": ("LDGSTS", "LDGDEPBAR"),
-    "generic_memory": ("LD", "ST", "ATOM"),
-    "shared_load": ("LDS", "LDSM"), "shared_store": ("STS", "STSM"), "shared_atomic": ("ATOMS",),
-    "local_load": ("LDL",), "local_store": ("STL",), "constant_load": ("LDC", "ULDC"),
-    "barrier": ("BAR", "SYNCS", "MEMBAR", "DEPBAR", "WARPSYNC", "WARPGROUP", "FENCE", "ERRBAR",
-                "ARRIVES", "UCGABAR_ARV", "UCGABAR_WAIT", "CCTL"),
-    "fp32": ("FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "FMNMX", "FSET", "FSETP",
-             "FSEL", "FCHK", "FSWZADD"),
-    "fp16x2": ("HFMA2", "HADD2", "HMUL2", "HMNMX2", "HSET2", "HSETP2"),
-    "fp64": ("DFMA", "DADD", "DMUL", "DSETP", "DMNMX"),
-    "sfu": ("MUFU",),
-    "convert": ("F2F", "F2I", "I2F", "F2FP", "I2I", "I2FP", "F2IP", "FRND"),
-    "integer": ("IMAD", "IADD3", "IADD", "IADD32I", "IMUL", "LOP3", "LOP", "LOP32I", "SHF",
-                "SHL", "SHR", "LEA", "ISETP", "IMNMX", "IABS", "POPC", "FLO", "BREV", "PRMT",
-                "SGXT", "BMSK", "VIADD", "VIMNMX", "VIADDMNMX", "IDP", "ISCADD", "BFE", "BFI"),
-    "warp": ("SHFL", "VOTE", "VOTEU", "MATCH", "REDUX", "ELECT"),
-    "move": ("MOV", "MOV32I", "SEL", "S2R", "CS2R", "S2UR", "R2UR", "PLOP3", "P2R", "R2P",
-             "UMOV"),
-    "control": ("BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "BREAK",
-                "KILL", "NANOSLEEP", "YIELD", "BPT", "ACQBULK", "ENDCOLLECTIVE", "BMOV"),
-    "nop": ("NOP",),
-}
-_CATEGORY_OF = {op: cat for cat, ops in _CATEGORY_OPCODES.items() for op in ops}
-_WGMMA = frozenset({"HGMMA", "QGMMA", "IGMMA", "BGMMA"})
-_INSN = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?"
-                   r"(?P<op>[A-Z][A-Z0-9_]*)(?P<mods>(?:\.[\w]+)*)(?P<args>[^;]*);")
-_FUNCTION = re.compile(r"^\s*(?:Function : (?P<cuobjdump>\S+)|\.text\.(?P<nvdisasm>\S+):)\s*$")
-_WIDTH_MODS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
-
-
-@dataclass(frozen=True)
-class SassMix:
-    """SASS instruction counts of one kernel, grouped the way a kernel engineer reads them.
-
-    ``opcodes`` counts base opcodes (``LDG``), ``mnemonics`` full ones (``LDG.E.128.CONSTANT``,
-    ``HGMMA.64x128x16.F32.BF16``); the alignment padding at the end (self-branch + NOPs) is not
-    counted. ``categories`` puts each opcode in one group (``tensor_mma``, ``global_load``,
-    ``local_load``, ``tma``, ``barrier``, ``fp32``, ``integer``, ``control``, ... or ``other``);
-    uniform-datapath integer ops (``UIADD3``) count as ``integer``. ``global_load_bits`` maps
-    access width in bits to count (``LDG.E`` -> 32, ``LDG.E.64`` -> 64, ``LDG.E.128`` -> 128).
-    """
-
-    name: str
-    instructions: int
-    opcodes: Mapping[str, int] = field(hash=False, repr=False)
-    mnemonics: Mapping[str, int] = field(hash=False, repr=False)
-    categories: Mapping[str, int] = field(hash=False)
-    global_load_bits: Mapping[int, int] = field(hash=False)
-    global_store_bits: Mapping[int, int] = field(hash=False)
-
-    @property
-    def tensor_mma(self) -> int:
-        """Tensor-core MMA instructions (HMMA, IMMA, HGMMA/QGMMA = wgmma, UTC*MMA = tcgen05)."""
-        return self.categories.get("tensor_mma", 0)
-
-    @property
-    def uses_tensor_cores(self) -> bool:
-        """True when any tensor-core MMA instruction was emitted."""
-        return self.tensor_mma > 0
-
-    @property
-    def uses_wgmma(self) -> bool:
-        """True for Hopper warpgroup MMA (``wgmma.mma_async`` -> HGMMA/QGMMA/IGMMA/BGMMA)."""
-        return any(self.opcodes.get(op, 0) for op in _WGMMA)
-
-    @property
-    def uses_tma(self) -> bool:
-        """True for TMA / bulk-copy instructions (UTMALDG, UTMASTG, UBLKCP ...)."""
-        return self.categories.get("tma", 0) > 0
-
-    @property
-    def local_memory_traffic(self) -> int:
-        """LDL + STL count; non-zero means spills or a local array that stayed in memory."""
-        return self.categories.get("local_load", 0) + self.categories.get("local_store", 0)
-
-    def to_dict(self) -> dict:
-        """Return a JSON-ready dict (width keys become strings, as JSON requires)."""
-        return {"name": self.name, "instructions": self.instructions,
-                "opcodes": dict(self.opcodes), "mnemonics": dict(self.mnemonics),
-                "categories": dict(self.categories),
-                "global_load_bits": {str(k): v for k, v in self.global_load_bits.items()},
-                "global_store_bits": {str(k): v for k, v in self.global_store_bits.items()}}
-
-
-def parse_sass(text: str) -> dict[str, SassMix]:
-    """Count instructions per kernel in ``cuobjdump -sass`` or ``nvdisasm -c`` output.
-
-    Examples
-    --------
-    >>> text = '''        Function : k
-    ...         /*0000*/   LDG.E.128 R4, desc[UR4][R2.64] ;
-    ...         /*0010*/   HMMA.16816.F32 R8, R4, R6, RZ ;
-    ...         /*0020*/   EXIT ;'''
-    >>> mix = parse_sass(text)["k"]
-    >>> mix.global_load_bits, mix.uses_tensor_cores
-    ({128: 1}, True)
-    """
-    bodies: dict[str, list[tuple[int, str, str, str]]] = {}
-    current: list | None = None
-    for line in text.splitlines():
-        if m := _FUNCTION.match(line):
-            current = bodies.setdefault(m["cuobjdump"] or m["nvdisasm"], [])
-        elif current is not None and (m := _INSN.match(line)):
-            current.append((int(m["addr"], 16), m["op"], m["mods"], m["args"].strip()))
-    return {name: _mix(name, _strip_padding(body)) for name, body in bodies.items()}
-
-
-def _strip_padding(body: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
-    # Kernels end with "BRA <own address>" (cuobjdump) or "BRA `(.L_x_N)" to itself (nvdisasm)
-    # plus NOPs up to a 128-byte boundary; they never execute, so they would skew the mix.
-    end = len(body)
-    while end and body[end - 1][1] == "NOP":
-        end -= 1
-    if end and body[end - 1][1] == "BRA":
-        addr, _, _, target = body[end - 1]
-        if target.startswith("`(") or _hex(target) == addr:
-            end -= 1
-    return body[:end]
-
-
-def _hex(text: str) -> int | None:
-    return int(text, 16) if re.fullmatch(r"0x[0-9a-f]+", text) else None
-
-
-def _mix(name: str, body: list[tuple[int, str, str, str]]) -> SassMix:
-    opcodes, mnemonics, categories = Counter(), Counter(), Counter()
-    loads, stores = Counter(), Counter()
-    for _, op, mods, _ in body:
-        opcodes[op] += 1
-        mnemonics[op + mods] += 1
-        categories[_category(op)] += 1
-        if op in ("LDG", "STG"):
-            width = next((_WIDTH_MODS[m] for m in mods.split(".") if m in _WIDTH_MODS), 32)
-            (loads if op == "LDG" else stores)[width] += 1
-    return SassMix(name=name, instructions=len(body), opcodes=dict(opcodes),
-                   mnemonics=dict(mnemonics), categories=dict(categories),
-                   global_load_bits=dict(sorted(loads.items())),
-                   global_store_bits=dict(sorted(stores.items())))
-
-
-def _category(op: str) -> str:
-    if op in _CATEGORY_OF:
-        return _CATEGORY_OF[op]
-    if op.startswith("U") and _CATEGORY_OF.get(op[1:]) in ("integer", "move"):
-        return _CATEGORY_OF[op[1:]]
-    return "other"
 
 
 class CompileError(KtuneError, RuntimeError):
@@ -387,7 +241,7 @@ class StaticReport:
                 "sass_error": self.sass_error, "cubin_bytes": len(self.cubin)}
 
     def _repr_html_(self) -> str:
-        return _report_html(self)
+        return report_html(self)
 
 
 def _bare_name(demangled: str) -> str:
@@ -396,36 +250,6 @@ def _bare_name(demangled: str) -> str:
     return head.rsplit("::", 1)[-1].split()[-1] if head.split() else head
 
 
-def sass_mix(cubin: bytes | Path) -> dict[str, SassMix]:
-    """Disassemble a cubin and count its SASS instructions per kernel.
-
-    Uses ``cuobjdump -sass`` and falls back to ``nvdisasm -c`` when only that is installed.
-
-    Raises
-    ------
-    ToolNotFound
-        Neither disassembler is installed (the message says which wheel to install).
-    RuntimeError
-        The disassembler failed, for example on a cubin newer than the tool.
-    """
-    with tempfile.TemporaryDirectory(prefix="ktune-sass-") as tmp:
-        if isinstance(cubin, bytes | bytearray):
-            path = Path(tmp) / "kernel.cubin"
-            path.write_bytes(cubin)
-        else:
-            path = Path(cubin)
-        return parse_sass(_disassemble(path))
-
-
-def _disassemble(path: Path) -> str:
-    try:
-        cmd = [str(find_tool("cuobjdump")), "-sass", str(path)]
-    except ToolNotFound:
-        cmd = [str(find_tool("nvdisasm")), "-c", str(path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{PREFIX} {' '.join(cmd)} failed: {proc.stderr.strip()}")
-    return proc.stdout
 
 
 @functools.lru_cache(maxsize=256)
@@ -544,71 +368,3 @@ def _kernel_entries(resources: Mapping[str, KernelResources],
         spill_stores=r.spill_stores, spill_loads=r.spill_loads, stack_frame=r.stack_frame,
         local_memory=max(r.cumulative_stack, r.stack_frame), barriers=r.barriers,
         sass=mixes.get(r.name)) for r, pretty in zip(entries, demangled, strict=True)}
-
-
-# ---------------------------------------------------------------------------------------------
-# HTML view: one row per kernel, inline styles only (works in static renders and nbviewer).
-
-_CELL = "padding:2px 8px;text-align:left;border-bottom:1px solid #ddd"
-_WARN = "color:#b00020;font-weight:bold"
-
-
-def _report_html(rep: StaticReport) -> str:
-    head = ["kernel", "regs", "smem", "spills st/ld", "stack", "occupancy", "SASS"]
-    rows = ["<tr>" + "".join(f'<th style="{_CELL}">{h}</th>' for h in head) + "</tr>"]
-    for k in rep.kernels.values():
-        spill = f"{k.spill_stores}/{k.spill_loads} B"
-        cells = [f"<code>{escape(k.demangled)}</code>", str(k.registers), _bytes(k.smem_static),
-                 _warn(spill, k.spill_stores or k.spill_loads), _warn(_bytes(k.local_memory),
-                                                                     k.local_memory),
-                 _occupancy_cell(rep, k), "<br>".join(_highlights(k.sass, rep.sass_error))]
-        rows.append("<tr>" + "".join(f'<td style="{_CELL}">{c}</td>' for c in cells) + "</tr>")
-    versions = ", ".join(f"{escape(t)} {escape(v)}" for t, v in rep.versions.items())
-    caption = f"static report for {escape(rep.arch)} ({versions})"
-    return (f'<table style="border-collapse:collapse;font-size:12px">'
-            f'<caption style="text-align:left">{caption}</caption>{"".join(rows)}</table>')
-
-
-def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
-    if rep.threads_per_block is None:
-        return "block size unknown"
-    try:
-        occ = rep.occupancy(k.name, rep.threads_per_block)
-    except ValueError as exc:
-        return escape(str(exc))
-    text = (f"{occ.occupancy:.0%} ({occ.active_blocks_per_sm} blocks of "
-            f"{rep.threads_per_block}, {occ.limiter.replace('_', ' ')})")
-    return _warn(text, occ.active_blocks_per_sm == 0)
-
-
-def _highlights(mix: SassMix | None, error: str) -> list[str]:
-    if mix is None:
-        return [escape(error or "no SASS")]
-    gmma = sum(mix.opcodes.get(op, 0) for op in _WGMMA)
-    if mix.uses_wgmma:
-        out = [f"HGMMA/QGMMA (wgmma): {gmma}"]
-    elif mix.uses_tensor_cores:
-        out = [f"MMA: {mix.tensor_mma} ({', '.join(_ops(mix, 'tensor_mma'))})"]
-    else:
-        out = ["MMA: 0 — no tensor cores"]
-    out += [f"LDG.{w}: {n}" for w, n in mix.global_load_bits.items()]
-    out += [f"STG.{w}: {n}" for w, n in mix.global_store_bits.items()]
-    ldl, stl = mix.categories.get("local_load", 0), mix.categories.get("local_store", 0)
-    out.append(_warn(f"LDL/STL: {ldl}/{stl}", ldl + stl))
-    for cat, label in (("tma", "TMA"), ("async_copy", "cp.async"), ("shared_load", "LDS/LDSM"),
-                       ("shared_store", "STS/STSM"), ("barrier", "barriers"), ("fp32", "fp32")):
-        if mix.categories.get(cat):
-            out.append(f"{label}: {mix.categories[cat]}")
-    return [*out, f"total: {mix.instructions}"]
-
-
-def _ops(mix: SassMix, category: str) -> list[str]:
-    return [op for op in mix.opcodes if _category(op) == category]
-
-
-def _bytes(n: int) -> str:
-    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
-
-
-def _warn(text: str, bad: object) -> str:
-    return f'<span style="{_WARN}">{text}</span>' if bad else text
