@@ -227,3 +227,15 @@ def test_compile_error_names_line_and_severity(tmp_path):
 def test_bad_arguments(kwargs, error):
     with pytest.raises(error, match=r"^\[ktune\]"):
         compile_static(FIXTURES / "kernels.cu", **kwargs)
+
+
+@pytest.mark.parametrize("demangled", [
+    "void scale<(int)256, (int)4>(const float *, float *, int)",   # cu++filt on the H200
+    "void scale<256, 4>(float const*, float*, int)",               # binutils c++filt
+    "void ns::scale(float*)",
+    "scale",
+])
+def test_bare_name_strips_templates_arguments_and_namespaces(demangled):
+    from jupyter_ktune.measure.static import _bare_name
+
+    assert _bare_name(demangled) == "scale"

@@ -245,11 +245,10 @@ class StaticReport:
 
 
 def _bare_name(demangled: str) -> str:
-    head = demangled.split("(", 1)[0]
-    head = re.sub(r"<.*>$", "", head)
-    return head.rsplit("::", 1)[-1].split()[-1] if head.split() else head
-
-
+    """``void ns::scale<(int)256, 4>(float const*)`` -> ``scale`` (cu++filt writes ``(int)256``)."""
+    m = re.match(r"^(?:[^<(]*?\s)?([A-Za-z_][\w:]*)\s*[<(]", demangled)
+    head = m.group(1) if m else demangled
+    return head.rsplit("::", 1)[-1]
 
 
 @functools.lru_cache(maxsize=256)
