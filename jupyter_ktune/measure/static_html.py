@@ -46,8 +46,8 @@ def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
         occ = rep.occupancy(k.name, rep.threads_per_block)
     except ValueError as exc:
         return escape(str(exc))
-    text = (f"{occ.occupancy:.0%} ({occ.active_blocks_per_sm} blocks of "
-            f"{rep.threads_per_block}, {occ.limiter.replace('_', ' ')})")
+    text = (f"{occ.occupancy:.0%}: {occ.active_blocks_per_sm} blocks of "
+            f"{rep.threads_per_block} threads per SM, limited by {occ.limiter.replace('_', ' ')}")
     return _warn(text, occ.active_blocks_per_sm == 0)
 
 
