@@ -15,8 +15,11 @@ from jupyter_ktune.spec import KernelSpec
 
 def choose_config(spec: KernelSpec, values: Mapping[str, Any] | None = None,
                   limits: Mapping[str, int] | None = None) -> Config:
-    """The config to run: the values given (checked), else the cell's ``--config``, else the first
-    config that satisfies the constraints on this device."""
+    """Choose the config to run.
+
+    The values given (checked), else the cell's ``--config``, else the first config that
+    satisfies the constraints on this device.
+    """
     given = dict(spec.initial)
     given.update(values or {})
     if given:
@@ -28,14 +31,15 @@ def run_kernel(spec: KernelSpec, config: Mapping[str, Any] | None = None, *,
                worker: DeviceWorker | None = None) -> RunResult:
     """Compile, verify and time one variant of ``spec`` in the device worker.
 
-    Host-side checks run first (a missing kernel or grid is a :class:`~jupyter_ktune.errors.CellError`
-    raised here, with the cell line); everything that happens on the device comes back as a
-    :class:`RunResult` whose status says how it went.
+    Host-side checks run first (a missing kernel or grid is a
+    :class:`~jupyter_ktune.errors.CellError` raised here, with the cell line); everything that
+    happens on the device comes back as a :class:`RunResult` whose status says how it went.
 
     Examples
     --------
-    >>> spec = parse_cell("scale --inputs inputs --reference ref --out y", SRC, globals())  # doctest: +SKIP
-    >>> run_kernel(spec, {"BLOCK": 256}).median_ms                                         # doctest: +SKIP
+    >>> spec = parse_cell("scale --inputs inputs --reference ref --out y",
+    ...                   SRC, globals())  # doctest: +SKIP
+    >>> run_kernel(spec, {"BLOCK": 256}).median_ms  # doctest: +SKIP
     """
     get_backend(spec.backend).check(spec)
     worker = worker or get_worker()

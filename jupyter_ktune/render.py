@@ -113,7 +113,8 @@ def run_result_html(r: RunResult) -> str:
                  "driver": p.driver, "source hash": p.source_hash, "host": p.host,
                  **{f"{k}": v for k, v in p.toolchain.items()}}
         prov = ("<details><summary style='cursor:pointer'>Provenance</summary><table>"
-                + "".join(_row(k, escape(str(v))) for k, v in items.items() if v) + "</table></details>")
+                + "".join(_row(k, escape(str(v))) for k, v in items.items() if v)
+                + "</table></details>")
     return (f"<div class='ktune-result' style='font-family:var(--jp-ui-font-family,sans-serif);"
             f"font-size:13px;border:1px solid #d0d7de;border-radius:6px;padding:8px 10px'>{head}"
             f"<table style='border-collapse:collapse'>{''.join(rows)}</table>{static}{prov}</div>")
@@ -132,6 +133,6 @@ def run_result_text(r: RunResult) -> str:
 
 
 def error_html(message: Any) -> str:
-    """A cell error shown in place of a traceback."""
+    """Render a cell error as HTML, shown in place of a traceback."""
     return (f"<div style='color:#cf222e;font-family:monospace;white-space:pre-wrap'>"
             f"{escape(str(message))}</div>")

@@ -209,7 +209,8 @@ class Verification:
         if c.note:
             return f"{c.name}: {c.note}"
         return (f"{c.name}: {c.mismatched} of {c.size} elements off (max abs err "
-                f"{c.max_abs_err:.3g}, rtol {c.rtol:g}, atol {c.atol:g}, first at {c.first_bad_index})")
+                f"{c.max_abs_err:.3g}, rtol {c.rtol:g}, atol {c.atol:g}, "
+                f"first at {c.first_bad_index})")
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None) ->
                         line=line, fix=f"Declare it (// ktune: {name} in [...]) or return it "
                         "from the inputs function.") from None
     except Exception as exc:  # noqa: BLE001 - any user-expression failure is a cell error
-        raise CellError(f"'{text.strip()}' failed: {type(exc).__name__}: {exc}", line=line) from None
+        raise CellError(f"'{text.strip()}' failed: {type(exc).__name__}: {exc}",
+                        line=line) from None
 
 
 @dataclass(frozen=True)
@@ -230,12 +231,12 @@ class Space:
     def configs(self, limits: Mapping[str, Any] | None = None) -> Iterator[Config]:
         """Yield every valid config in declaration order (first parameter slowest)."""
         for combo in itertools.product(*(p.values for p in self.params)):
-            c = Config(dict(zip(self.names, combo)))
+            c = Config(dict(zip(self.names, combo, strict=True)))
             if not self.violations(c, limits):
                 yield c
 
     def default(self, limits: Mapping[str, Any] | None = None) -> Config:
-        """The first valid config, or a cell error when no config satisfies the constraints."""
+        """Return the first valid config; raise a cell error when none satisfies the constraints."""
         for c in self.configs(limits):
             return c
         raise CellError("no combination of the parameters satisfies the constraints",
@@ -243,7 +244,7 @@ class Space:
 
     def neighbours(self, config: Mapping[str, ParamValue],
                    limits: Mapping[str, Any] | None = None) -> list[Config]:
-        """Valid configs one slider step away (one parameter moved to an adjacent value)."""
+        """List valid configs one slider step away (one parameter moved to an adjacent value)."""
         out = []
         for p in self.params:
             i = p.values.index(config[p.name])

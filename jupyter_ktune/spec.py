@@ -9,8 +9,9 @@ CUDA C++, ``#`` in Python backends) that declare the space and the launch geomet
     // ktune: require BLOCK * 4 <= SMEM_PER_BLOCK
     ...
 
-The same statements may be given on the magic line (``--param BLOCK=64,128 --grid "cdiv(n,BLOCK)"``);
-the line wins over the body. Errors name the cell line and the fix.
+The same statements may be given on the magic line
+(``--param BLOCK=64,128 --grid "cdiv(n,BLOCK)"``); the line wins over the body. Errors name
+the cell line and the fix.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _DIRECTIVE = re.compile(r"^\s*(?://|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
 _IN_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+(?P<values>.+)$")
 _ASSIGN_STMT = re.compile(r"^(?P<key>grid|block|smem|flops|bytes)\s*=\s*(?P<expr>.+)$")
 _REQUIRE_STMT = re.compile(r"^require\s+(?P<expr>.+)$")
-_DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', 'NAME in range(1, 5)', "
+_DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
+                   "'NAME in range(1, 5)', "
                    "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
                    "'require EXPR'.")
 
@@ -199,7 +201,8 @@ class _ArgParser(argparse.ArgumentParser):
     """argparse that raises a CellError on line 1 instead of exiting the kernel."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise CellError(f"magic line: {message}", line=1, fix=self.format_usage().strip().replace("usage:", "Usage:", 1))
+        usage = self.format_usage().strip().replace("usage:", "Usage:", 1)
+        raise CellError(f"magic line: {message}", line=1, fix=usage)
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         raise CellError(f"magic line: {message or 'invalid arguments'}", line=1)
@@ -242,11 +245,11 @@ def _lookup(namespace: Mapping[str, Any], name: str | None, flag: str) -> Callab
 
 
 def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
-    """Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`.
+    r"""Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`.
 
     Examples
     --------
-    >>> spec = parse_cell("scale --backend cuda", "// ktune: BLOCK in [64, 128]\\n__global__ ...")
+    >>> spec = parse_cell("scale --backend cuda", "// ktune: BLOCK in [64, 128]\n__global__ ...")
     >>> spec.space.names
     ('BLOCK',)
     """
@@ -275,7 +278,8 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     for item in args.config:
         name, sep, value = item.partition("=")
         if not sep:
-            raise CellError(f"--config {item} needs a value", line=1, fix="Write --config BLOCK=128.")
+            raise CellError(f"--config {item} needs a value", line=1,
+                            fix="Write --config BLOCK=128.")
         initial[name.strip()] = value.strip()
     space = Space(tuple(draft.params.values()), tuple(draft.constraints))
     if initial:

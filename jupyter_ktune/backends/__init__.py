@@ -18,8 +18,11 @@ _BACKENDS: dict[str, str] = {
 
 
 def _registry() -> dict[str, str]:
-    """Built-in backends plus ``KTUNE_BACKEND_MODULES="name=module,..."`` (plugins in development;
-    an environment variable because the worker is a separate process that must see them too)."""
+    """Map backend names to modules: the built-ins plus ``KTUNE_BACKEND_MODULES``.
+
+    ``KTUNE_BACKEND_MODULES="name=module,..."`` adds plugins in development; it is an environment
+    variable because the worker is a separate process that must see them too.
+    """
     extra = {}
     for item in filter(None, os.environ.get("KTUNE_BACKEND_MODULES", "").split(",")):
         name, _, module = item.partition("=")

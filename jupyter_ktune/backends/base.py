@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,10 @@ class Backend(Protocol):
         """Compile the variant for the device; raise CompileFailure with cell-line diagnostics."""
 
     def timer(self) -> Any:
-        """The DeviceTimer the timing protocol uses."""
+        """Return the DeviceTimer the timing protocol uses."""
 
     def is_fatal(self, exc: BaseException) -> bool:
-        """True when ``exc`` leaves the device context unusable (the worker must restart)."""
+        """Return True when ``exc`` leaves the device context unusable (the worker must restart)."""
 
 
 BackendFactory = Callable[[], Backend]

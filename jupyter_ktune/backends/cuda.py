@@ -98,30 +98,38 @@ class CupyTimer:
         self._flush_grid = (sm_count * 4,)
 
     def synchronize(self) -> None:
+        """Wait for all work queued on the current stream."""
         self._cupy.cuda.get_current_stream().synchronize()
 
     def new_event(self) -> Any:
+        """Return a fresh CUDA event (not yet recorded)."""
         return self._cupy.cuda.Event()
 
     def record(self, event: Any) -> None:
+        """Record ``event`` on the current stream."""
         event.record()
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Return the device time between two recorded, completed events."""
         return float(self._cupy.cuda.get_elapsed_time(start, end))
 
     def empty_launch(self) -> None:
+        """Enqueue the empty kernel, to measure what the events add."""
         self._empty_kernel((1,), (32,), ())
 
     def kernel_clock(self) -> str | None:
+        """Return None when CUPTI kernel records work, else the reason they don't."""
         from jupyter_ktune.measure.cupti import cupti_status
 
         return cupti_status()
 
     def flush_l2(self) -> None:
+        """Enqueue the flush kernel over a buffer larger than the L2 cache."""
         n = self._flush.size // 4
         self._flush_kernel(self._flush_grid, (512,), (self._flush, np.int64(n), self._sink))
 
     def graph_ms(self, launch: Any, launches: int) -> float | None:
+        """Return the per-launch time of a captured graph, or None if unsupported."""
         cp = self._cupy
         stream = cp.cuda.Stream(non_blocking=True)
         with stream:
@@ -208,18 +216,22 @@ class CudaBound:
             fn.max_dynamic_shared_size_bytes = self.smem
 
     def launch(self) -> None:
+        """Enqueue the kernel with this binding's grid, block and shared memory."""
         self.variant.fn(self.grid, self.block, self.args, shared_mem=self.smem)
 
     def poison_outputs(self) -> None:
+        """Fill the device outputs with the poison value of their dtype."""
         for dev, dtype in self.outputs.values():
             host = np.empty(dev.shape, dtype=dtype)
             poison(host)
             dev.set(host.view(dev.dtype))
 
     def read_outputs(self) -> dict[str, np.ndarray]:
+        """Copy the outputs back to the host, viewed as their declared dtypes."""
         return {k: dev.get().view(dtype) for k, (dev, dtype) in self.outputs.items()}
 
     def launch_info(self) -> dict[str, Any]:
+        """Return grid, block, shared memory and registers of this launch."""
         fn = self.variant.fn
         return {"grid": self.grid, "block": self.block, "dynamic_smem": self.smem,
                 "registers": fn.num_regs, "static_smem": fn.shared_size_bytes,
@@ -237,6 +249,7 @@ class CudaVariant:
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 
     def bind(self, host_args: Mapping[str, Any]) -> CudaBound:
+        """Copy the arguments to the device and resolve the launch geometry."""
         return CudaBound(self, host_args)
 
 
@@ -250,7 +263,8 @@ class CudaBackend:
         parse_signature(spec)
         if spec.grid is None:
             raise CellError("the launch grid is not given", line=1,
-                            fix="Add: // ktune: grid = cdiv(n, BLOCK)  (or --grid on the magic line)")
+                            fix="Add: // ktune: grid = cdiv(n, BLOCK)  "
+                                "(or --grid on the magic line)")
         if spec.block is None and not any(n in spec.space.names for n in _FALLBACK_BLOCK_NAMES):
             raise CellError("the block size is not given", line=1,
                             fix="Add: // ktune: block = BLOCK  (or --block on the magic line)")
@@ -289,10 +303,11 @@ class CudaBackend:
                                      "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))})
 
     def device(self) -> DeviceInfo:
+        """Describe the CUDA device (queried once, then cached)."""
         return self._device
 
     def static_report(self, spec: KernelSpec, config: Config) -> Any:
-        """nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
+        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
         from jupyter_ktune.measure.static import CompileError, compile_static
 
         sig = parse_signature(spec)
@@ -331,6 +346,7 @@ class CudaBackend:
         return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits)
 
     def timer(self) -> CupyTimer:
+        """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
         return self._timer
 
     @cached_property
@@ -339,11 +355,13 @@ class CudaBackend:
         return CupyTimer(max(256 << 20, 4 * l2), self.device().limits.get("SM_COUNT", 132))
 
     def is_fatal(self, exc: BaseException) -> bool:
+        """Return True for sticky CUDA errors (by status or message): the context is unusable."""
         status = getattr(exc, "status", None)
         if status in _STICKY:
             return True
         text = str(exc).lower()
-        return any(w in text for w in ("illegal", "misaligned", "launch failed", "unspecified launch"))
+        return any(w in text
+                   for w in ("illegal", "misaligned", "launch failed", "unspecified launch"))
 
 
 BACKEND = CudaBackend()

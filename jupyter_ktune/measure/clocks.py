@@ -31,7 +31,7 @@ def _nvml_handle(pci_bus_id: str | None) -> Any:
 
 
 def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
-    """Current SM/memory clocks of the device with that PCI bus id; None where NVML is absent."""
+    """Read the SM/memory clocks of the device with that PCI bus id; None where NVML is absent."""
     try:
         import pynvml
 
@@ -44,7 +44,7 @@ def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
 
 
 def driver_version() -> str | None:
-    """The NVIDIA driver version string, or None without NVML."""
+    """Return the NVIDIA driver version string, or None without NVML."""
     try:
         import pynvml
 

@@ -38,7 +38,6 @@ import numpy as np
 from jupyter_ktune.measure.stats import relative_ci_halfwidth
 from jupyter_ktune.results import Timing
 
-
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
 
 
@@ -52,7 +51,7 @@ class DeviceTimer(Protocol):
         """Wait for all queued device work."""
 
     def new_event(self) -> Any:
-        """A fresh timing event (not yet recorded)."""
+        """Return a fresh timing event (not yet recorded)."""
 
     def record(self, event: Any) -> None:
         """Enqueue ``event`` on the stream the kernel runs on."""

@@ -49,14 +49,15 @@ def tolerance_for(dtype: Any, rtol: float | None = None, atol: float | None = No
 
 def poison(array: np.ndarray) -> None:
     """Fill ``array`` in place with the poison value of its dtype."""
-    if np.issubdtype(array.dtype, np.floating) or array.dtype.kind == "V" or "float" in array.dtype.name:
+    dtype = array.dtype
+    if np.issubdtype(dtype, np.floating) or dtype.kind == "V" or "float" in dtype.name:
         array[...] = np.nan
     else:
         array.view(np.uint8)[...] = INT_SENTINEL
 
 
 def poison_value(dtype: Any) -> Any:
-    """The scalar a poisoned element holds (NaN or the integer sentinel)."""
+    """Return the scalar a poisoned element holds (NaN or the integer sentinel)."""
     a = np.empty(1, dtype=dtype)
     poison(a)
     return a[0]
@@ -80,7 +81,7 @@ def reference_outputs(reference_result: Any, outputs: Sequence[str]) -> dict[str
         if len(reference_result) != len(outputs):
             raise ValueError(f"[ktune] the reference returned {len(reference_result)} values for "
                              f"{len(outputs)} outputs {list(outputs)}.")
-        return {o: np.asarray(r) for o, r in zip(outputs, reference_result)}
+        return {o: np.asarray(r) for o, r in zip(outputs, reference_result, strict=True)}
     if len(outputs) != 1:
         raise ValueError(f"[ktune] the reference returned one value for outputs {list(outputs)}. "
                          "Return a tuple or a dict.")

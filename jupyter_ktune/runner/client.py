@@ -215,8 +215,11 @@ class DeviceWorker:
         return self._variant_request("run", spec, config, timeout)
 
     def compile(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
-        """Compile and cache one variant without running it (status OK, COMPILE_ERROR or
-        CANNOT_RUN with the static report on a machine without a device)."""
+        """Compile and cache one variant without running it.
+
+        The status is OK, COMPILE_ERROR, or CANNOT_RUN with the static report on a machine
+        without a device.
+        """
         return self._variant_request("compile", spec, config, timeout)
 
     def _variant_request(self, kind: str, spec: KernelSpec, config: Config,
@@ -247,7 +250,7 @@ _default_lock = threading.Lock()
 
 
 def get_worker() -> DeviceWorker:
-    """The process-wide worker used by the magic (started on first use, stopped at exit)."""
+    """Return the process-wide worker used by the magic (started on first use, stopped at exit)."""
     global _default
     with _default_lock:
         if _default is None:

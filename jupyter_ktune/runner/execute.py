@@ -52,7 +52,8 @@ def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, int]:
     return limits
 
 
-def _static(backend: Backend, spec: KernelSpec, config: Config) -> tuple[Any, CompileFailure | None]:
+def _static(backend: Backend, spec: KernelSpec,
+            config: Config) -> tuple[Any, CompileFailure | None]:
     try:
         return backend.static_report(spec, config), None
     except CompileFailure as exc:
@@ -103,7 +104,8 @@ def _verify(spec: KernelSpec, bound: Any, host_args: dict[str, Any]) -> Verifica
     return Verification(checks=checks, trials=1)
 
 
-def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int], what: str) -> float | None:
+def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int],
+          what: str) -> float | None:
     expr = getattr(spec, what)
     if expr is None:
         return None
@@ -189,8 +191,11 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
 
 def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
-    """Compile (and cache) a variant without running it: the static report plus, where a device
-    is present, the loaded kernel, so a later run of the same config starts at once."""
+    """Compile (and cache) a variant without running it.
+
+    The result holds the static report plus, where a device is present, the loaded kernel, so a
+    later run of the same config starts at once.
+    """
     result = run_variant(spec.with_options(static_only=True), config)
     backend = get_backend(spec.backend)
     device = backend.device()
@@ -206,5 +211,5 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
 
 
 def device_info(backend_name: str) -> DeviceInfo:
-    """The backend's device description (worker side)."""
+    """Return the backend's device description (worker side)."""
     return get_backend(backend_name).device()
