@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jupyter_ktune.backends.base import DeviceInfo
+from jupyter_ktune.errors import CompileFailure, Diagnostic
 from jupyter_ktune.measure.verify import poison
 
 
@@ -61,7 +62,13 @@ class Variant:
     def __init__(self, spec, config):
         ns: dict[str, Any] = {"np": np, "FatalFault": FatalFault}
         ns.update(spec.space.cxx_env(config))
-        exec(compile(spec.source, "cell", "exec"), ns)  # noqa: S102 - test backend
+        try:
+            code = compile(spec.source, "cell", "exec")
+        except SyntaxError as exc:  # like a compiler error: mapped to the cell's own line
+            line = spec.body_line + (exc.lineno or 1) - 1
+            raise CompileFailure("fake", str(exc),
+                                 [Diagnostic(line, "error", exc.msg)]) from None
+        exec(code, ns)  # noqa: S102 - test backend
         self.fn, self.spec = ns[spec.name], spec
 
     def bind(self, host_args):

@@ -155,3 +155,10 @@ def test_compile_request_caches_without_running(worker):
     r = worker.compile(s, s.space.default())
     assert r.status is Status.OK and r.reason == "compiled (not run)"
     assert r.measurement is None and worker.pid == pid
+
+
+def test_runtime_compile_error_keeps_its_cell_line_diagnostics(worker):
+    bad = "# ktune: BLOCK in [1]\ndef scale(x, y, n)\n    pass\n"  # cell line 3: missing colon
+    r = worker.run(spec(bad), spec(bad).space.default())
+    assert r.status is Status.COMPILE_ERROR
+    assert [d.line for d in r.diagnostics] == [3] and "cell line 3" in r.reason

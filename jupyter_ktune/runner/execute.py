@@ -128,12 +128,15 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return RunResult(**base, status=Status.NOT_ALLOWED, reason="; ".join(reasons))
     static_future: Future = _static_pool.submit(_static, backend, spec, config)
 
-    def finish(status: Status, reason: str = "", **kw: Any) -> RunResult:
+    def finish(status: Status, reason: str = "", runtime_failure: CompileFailure | None = None,
+               **kw: Any) -> RunResult:
         static, failure = static_future.result()
         block = kw.get("launch", {}).get("block")
         if static is not None and block and getattr(static, "threads_per_block", 0) is None:
             static = dataclasses.replace(static, threads_per_block=math.prod(block))
-        diagnostics = tuple(failure.diagnostics) if failure else ()
+        # the runtime compiler's messages win: they are about the code that would have run
+        source = runtime_failure if runtime_failure and runtime_failure.diagnostics else failure
+        diagnostics = tuple(source.diagnostics) if source else ()
         if failure and status is not Status.COMPILE_ERROR and not reason:
             reason = str(failure) if failure.diagnostics else failure.log
         return RunResult(**base, status=status, reason=reason, static=static,
@@ -150,7 +153,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         variant = _variants.get(key) or backend.compile(spec, config)
         _variants[key] = variant
     except CompileFailure as exc:
-        return finish(Status.COMPILE_ERROR, str(exc), )
+        return finish(Status.COMPILE_ERROR, str(exc), runtime_failure=exc)
     try:
         cxx = spec.space.cxx_env(config)
         host_args = _inputs(spec, config)
