@@ -14,6 +14,7 @@ from jupyter_ktune.errors import KtuneError
 
 _BACKENDS: dict[str, str] = {
     "cuda": "jupyter_ktune.backends.cuda",
+    "triton": "jupyter_ktune.backends.triton",
 }
 
 
