@@ -73,3 +73,10 @@ class CompileFailure(KtuneError):
 
 class OutOfResources(KtuneError):
     """A variant the device cannot launch: too many threads for its registers, too much smem."""
+
+
+class CannotRun(KtuneError):
+    """A variant that needs a device this machine lacks (a Mosaic GPU kernel without a Hopper GPU).
+
+    Raised by a backend's ``compile``; the variant's status is "cannot run here", not an error.
+    """

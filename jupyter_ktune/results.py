@@ -59,6 +59,7 @@ class Timing:
     # the same runs by raw CUDA events, when times_ms is CUPTI or floor-corrected
     event_times_ms: np.ndarray | None = None
     event_floor_ms: float | None = None  # an empty kernel timed the same way
+    device_ms_total: float = 0.0  # all event-timed device work of this measurement (budgeting)
 
     @property
     def event_median_ms(self) -> float | None:

@@ -71,6 +71,7 @@ class RunOptions:
     rtol: float | None = None
     atol: float | None = None
     static_only: bool = False
+    panel: bool = True
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,7 @@ def _line_parser() -> _ArgParser:
     p.add_argument("--atol", type=float)
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--static-only", action="store_true")
+    p.add_argument("--no-panel", action="store_true", help="return the RunResult, no controls")
     return p
 
 
@@ -289,7 +291,8 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
             raise CellError(exc.message, line=1, fix=exc.fix) from None
     options = RunOptions(verify=not args.no_verify, warm_cache=args.warm_cache,
                          budget_ms=args.budget_ms, timeout_s=args.timeout, arch=args.arch,
-                         rtol=args.rtol, atol=args.atol, static_only=args.static_only)
+                         rtol=args.rtol, atol=args.atol, static_only=args.static_only,
+                         panel=not args.no_panel)
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
     reference = _lookup(namespace, args.reference, "--reference")
     if reference is not None and not outputs:

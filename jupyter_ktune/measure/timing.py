@@ -111,13 +111,19 @@ def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: b
     """Event times for ``n`` runs and, when asked and possible, CUPTI kernel times."""
     if not kernel_clock:
         pairs = _enqueue(launch, timer, n, flush)
-        return [timer.elapsed_ms(s, e) for s, e in pairs], None
+        times = [timer.elapsed_ms(s, e) for s, e in pairs]
+        _spent.append(sum(times))
+        return times, None
     from jupyter_ktune.measure.cupti import KernelActivity, per_run_durations
 
     with KernelActivity() as act:
         pairs = _enqueue(launch, timer, n, flush)
     events = [timer.elapsed_ms(s, e) for s, e in pairs]
+    _spent.append(sum(events))
     return events, per_run_durations(act.records, n, skip=FLUSH_KERNEL_NAME)
+
+
+_spent: list[float] = []  # device ms of every event-timed run of the measurement in progress
 
 
 def _host_launch_us(launch: Callable[[], None], timer: DeviceTimer, n: int = 20) -> float:
@@ -151,6 +157,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     """
     plan = plan or TimingPlan()
     flush = not plan.warm_cache
+    _spent.clear()
     launch()
     timer.synchronize()
     estimate = float(np.median(_timed_runs(launch, timer, 5, flush)[0]))
@@ -206,4 +213,4 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                   warmup_runs=warmup, graph_ms=graph_ms,
                   graph_launches=plan.graph_launches if graph_ms is not None else 0,
                   host_launch_us=_host_launch_us(launch, timer),
-                  event_floor_ms=floor_ms)
+                  event_floor_ms=floor_ms, device_ms_total=float(sum(_spent)))

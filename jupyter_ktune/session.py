@@ -1,0 +1,177 @@
+"""One tuning session per cell: the current config, newest-request-wins, history, prefetch.
+
+The panel calls :meth:`TuningSession.request` on every control change. A single background
+thread serves requests; when several arrive while a variant is being timed, only the newest is
+served next (the others are dropped: a drag produces many), and a result that arrives for a
+request that is no longer the newest is delivered as *stale*: it may fill the history but never
+replaces what the panel shows as current. While idle the thread asks the worker to compile the
+current config's neighbours, so the next step of a drag finds its variant compiled.
+
+No widgets here: the UI subscribes with a callback, tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.runner.client import DeviceWorker
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A result handed to subscribers: whether it is the newest request's, and how fast."""
+
+    result: RunResult
+    ticket: int
+    current: bool
+    requested_at: float
+    served_at: float
+    precompiled: bool
+
+    @property
+    def latency_s(self) -> float:
+        """Seconds from the control change to the result being delivered."""
+        return self.served_at - self.requested_at
+
+
+@dataclass
+class _State:
+    latest: int = 0
+    wanted: tuple[int, Config, float] | None = None
+    compiled: set[Config] = field(default_factory=set)
+    closed: bool = False
+
+
+class TuningSession:
+    """Serve config requests for one kernel spec; newest wins.
+
+    Parameters
+    ----------
+    spec
+        The parsed cell.
+    worker
+        The device worker that compiles and runs variants.
+    limits
+        Device limits for ``require`` constraints (from the worker's DeviceInfo).
+    prefetch
+        Compile the neighbours of each served config while idle.
+
+    Examples
+    --------
+    >>> s = TuningSession(spec, worker, limits)          # doctest: +SKIP
+    >>> s.subscribe(lambda d: print(d.current, d.result))  # doctest: +SKIP
+    >>> s.request({"BLOCK": 256})                         # doctest: +SKIP
+    """
+
+    def __init__(self, spec: KernelSpec, worker: DeviceWorker,
+                 limits: Mapping[str, int] | None = None, prefetch: bool = True):
+        self.spec, self.worker, self.limits = spec, worker, dict(limits or {})
+        self.prefetch = prefetch
+        self.history: list[Delivery] = []
+        self.current: Config | None = None
+        self._subscribers: list[Callable[[Delivery], None]] = []
+        self._state = _State()
+        self._cv = threading.Condition()
+        self._thread = threading.Thread(target=self._serve, name="ktune-session", daemon=True)
+        self._thread.start()
+
+    def subscribe(self, callback: Callable[[Delivery], None]) -> None:
+        """Call ``callback(delivery)`` from the session thread for every result."""
+        self._subscribers.append(callback)
+
+    def request(self, values: Mapping[str, Any]) -> int:
+        """Ask for a config; returns its ticket. Only the newest pending request is served."""
+        config = self.spec.space.config(values)
+        with self._cv:
+            self._state.latest += 1
+            self._state.wanted = (self._state.latest, config, time.perf_counter())
+            self.current = config
+            self._cv.notify()
+            return self._state.latest
+
+    def violations(self, values: Mapping[str, Any]) -> list[str]:
+        """Why a config is not allowed on this device (empty when it is)."""
+        return self.spec.space.violations(self.spec.space.config(values), self.limits)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until no request is pending or being served (tests, benchmarks)."""
+        deadline = time.perf_counter() + timeout
+        with self._cv:
+            while self._state.wanted is not None or self._busy:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def close(self) -> None:
+        """Stop the session thread (the worker stays: it is shared)."""
+        with self._cv:
+            self._state.closed = True
+            self._cv.notify_all()
+
+    # -- the session thread ------------------------------------------------------------------
+    _busy = False
+
+    def _take(self) -> tuple[int, Config, float] | None:
+        with self._cv:
+            while self._state.wanted is None and not self._state.closed:
+                self._busy = False
+                self._cv.notify_all()
+                self._cv.wait(0.5)
+                if self._state.wanted is None and self.prefetch and self._prefetch_one():
+                    continue
+            if self._state.closed:
+                return None
+            wanted, self._state.wanted = self._state.wanted, None
+            self._busy = True
+            return wanted
+
+    def _serve(self) -> None:
+        while True:
+            wanted = self._take()
+            if wanted is None:
+                return
+            ticket, config, t0 = wanted
+            precompiled = config in self._state.compiled
+            reasons = self.spec.space.violations(config, self.limits)
+            if reasons:
+                result = RunResult(name=self.spec.name, backend=self.spec.backend,
+                                   config=dict(config), status=Status.NOT_ALLOWED,
+                                   reason="; ".join(reasons))
+            else:
+                result = self.worker.run(self.spec, config)
+                if result.status is not Status.COMPILE_ERROR:
+                    self._state.compiled.add(config)
+            with self._cv:
+                current = ticket == self._state.latest
+            d = Delivery(result, ticket, current, t0, time.perf_counter(), precompiled)
+            self.history.append(d)
+            for cb in list(self._subscribers):
+                try:
+                    cb(d)
+                except Exception as exc:  # noqa: BLE001 - a broken view must not stop serving
+                    self.history.append(replace(d, result=replace(
+                        result, reason=f"{result.reason} [panel error: {exc}]")))
+
+    def _prefetch_one(self) -> bool:
+        """Compile one not-yet-compiled allowed neighbour of the current config (lock held)."""
+        if self.current is None:
+            return False
+        for n in self.spec.space.neighbours(self.current, self.limits):
+            if n not in self._state.compiled:
+                self._state.compiled.add(n)
+                self._cv.release()
+                try:
+                    self.worker.compile(self.spec, n)
+                finally:
+                    self._cv.acquire()
+                return True
+        return False

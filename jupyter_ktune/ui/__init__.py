@@ -1,0 +1,1 @@
+"""The live panel: ipywidgets controls and Bokeh figures over a TuningSession (thin layer)."""
