@@ -9,10 +9,43 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 
+from typing import Any
+
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.errors import KtuneError
-from jupyter_ktune.results import RunResult
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.spec import KernelSpec, parse_cell
+
+_panels: dict[str, Any] = {}  # kernel name -> its live panel; a re-run cell replaces its own
+
+
+def _panel(spec: KernelSpec) -> Any:
+    """Start a tuning session for the cell and return its live panel (first result shown)."""
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    from jupyter_ktune.api import choose_config
+    from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.measure.ceilings import device_ceilings
+    from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.runner.execute import limits_for
+    from jupyter_ktune.session import TuningSession
+    from jupyter_ktune.ui.app import KernelPanel
+
+    get_backend(spec.backend).check(spec)
+    worker = get_worker()
+    device = worker.device(spec.backend)
+    limits = limits_for(spec, device)
+    old = _panels.pop(spec.name, None)
+    if old is not None:
+        old.session.close()
+    if not _panels:
+        output_notebook(INLINE, hide_banner=True)  # BokehJS inline, never from a CDN
+    session = TuningSession(spec, worker, limits)
+    panel = KernelPanel(session, choose_config(spec, None, limits),
+                        device_ceilings(worker, device))
+    panel.result  # noqa: B018 - wait for the first result so the output shows numbers
+    _panels[spec.name] = panel
+    return panel
 
 
 @magics_class
@@ -21,17 +54,22 @@ class KtuneMagics(Magics):
 
     @no_var_expand
     @cell_magic
-    def kernel(self, line: str, cell: str) -> RunResult:
-        """Compile, verify and time the kernel in this cell; returns a RunResult.
+    def kernel(self, line: str, cell: str) -> Any:
+        """Compile, verify and time the kernel in this cell; returns its live panel.
+
+        The panel (``_``) has ``.result``, the current RunResult; with ``--no-panel``, or when
+        the cell declares no tunables, the RunResult itself is returned.
 
         ``%%kernel NAME --backend cuda --inputs FN --reference FN --out y [--param P=v1,v2]
         [--config P=v] [--grid EXPR] [--block EXPR] [--smem EXPR] [--flops EXPR] [--bytes EXPR]
         [--warm-cache] [--budget-ms MS] [--timeout S] [--arch sm_90] [--rtol R] [--atol A]
-        [--no-verify] [--static-only]``. The body may declare the space with
+        [--no-verify] [--static-only] [--no-panel]``. The body may declare the space with
         ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
         """
         try:
             spec = parse_cell(line, cell, self.shell.user_ns)
+            if spec.options.panel and spec.space.params:
+                return _panel(spec)
             return run_kernel(spec)
         except KtuneError as exc:
             raise UsageError(str(exc)) from None

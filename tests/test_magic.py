@@ -39,7 +39,7 @@ __global__ void scale(const float* __restrict__ x, float* y, int n) {
 
 def test_magic_returns_a_run_result_with_timing(ip):
     r = ip.run_cell_magic("kernel", "scale --backend fake --inputs inputs --reference reference "
-                          "--out y --config BLOCK=2 --budget-ms 5", FAKE)
+                          "--out y --config BLOCK=2 --budget-ms 5 --no-panel", FAKE)
     assert isinstance(r, RunResult) and r.status is Status.OK
     assert r.config == {"BLOCK": 2}
     html = r._repr_html_()
@@ -54,7 +54,8 @@ def test_cuda_cell_on_a_cpu_machine_shows_static_report_and_says_it_cannot_run(i
         find_tool("nvcc")
     except ToolNotFound:
         pytest.skip("nvcc not installed")
-    r = ip.run_cell_magic("kernel", "scale --inputs inputs --reference reference --out y", CUDA)
+    r = ip.run_cell_magic("kernel", "scale --inputs inputs --reference reference --out y "
+                          "--no-panel", CUDA)
     if r.status is Status.OK:  # a GPU machine
         assert r.measurement is not None
         return
@@ -75,7 +76,8 @@ def test_compile_error_points_at_the_cell_line(ip):
     except ToolNotFound:
         pytest.skip("nvcc not installed")
     bad = CUDA.replace("2.0f * x[i]", "2.0f * xx[i]")  # cell line 7 (magic line is 1)
-    r = ip.run_cell_magic("kernel", "scale --inputs inputs --reference reference --out y", bad)
+    r = ip.run_cell_magic("kernel", "scale --inputs inputs --reference reference --out y "
+                          "--no-panel", bad)
     assert r.status is Status.COMPILE_ERROR
     errors = [d for d in r.diagnostics if d.severity == "error"]
     assert errors and errors[0].line == 7 and "xx" in errors[0].message

@@ -1,0 +1,124 @@
+"""The live panel without a browser: move controls, check the session, the store of results
+and the Bokeh ColumnDataSources; newest request wins and stale results never become current."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_ktune.results import Status
+from jupyter_ktune.session import TuningSession
+from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.ui.app import KernelPanel
+
+SRC = """# ktune: BLOCK in [1, 2, 4, 8]; SWIZZLE in [none, 32B, 64B, 128B]
+# ktune: require BLOCK * 300 <= SMEM_PER_BLOCK
+import time
+def scale(x, y, n):
+    time.sleep(0.002 * BLOCK)
+    y[:] = 2 * x
+"""
+NS = {"inputs": lambda: dict(x=np.random.rand(64), y=np.empty(64), n=64),
+      "reference": lambda x, y, n: 2 * x}
+LINE = "scale --backend fake --inputs inputs --reference reference --out y --budget-ms 5"
+
+
+@pytest.fixture()
+def panel(worker):
+    spec = parse_cell(LINE, SRC, NS)
+    limits = {"SMEM_PER_BLOCK": 1000}
+    session = TuningSession(spec, worker, limits, prefetch=False)
+    p = KernelPanel(session, spec.space.default(limits), ceilings=None)
+    assert p.result.status is Status.OK
+    yield p
+    session.close()
+
+
+def test_first_result_fills_badge_card_and_sources(panel):
+    assert "correct" in panel.badge.value
+    assert "ktune-result" in panel.card.value
+    assert len(panel.timing.hist.data["i"]) == 1
+    assert sum(panel.timing.dist.data["count"]) == panel.current.measurement.timing.n
+    assert panel.heatmap.source.data["config"] == ["BLOCK=1 SWIZZLE=none"]
+
+
+def test_moving_a_slider_runs_that_config_and_updates_the_panel(panel):
+    panel.controls.widgets["BLOCK"].value = 2
+    assert panel.result.config == {"BLOCK": 2, "SWIZZLE": "none"}
+    assert len(panel.timing.hist.data["i"]) == 2
+    assert sorted(panel.heatmap.source.data["x"]) == ["1", "2"]
+    assert panel.latencies[-1]["current"] and panel.latencies[-1]["panel_s"] > 0
+
+
+def test_a_combination_that_breaks_a_constraint_is_never_run(panel):
+    before = len(panel.session.history)
+    panel.controls.widgets["BLOCK"].value = 4   # 4 * 300 > 1000
+    panel.session.wait_idle()
+    assert "not allowed on this device" in panel.controls.status.value
+    assert "BLOCK * 300 <= SMEM_PER_BLOCK" in panel.controls.status.value
+    assert len(panel.session.history) == before
+
+
+def test_tapping_a_heatmap_cell_selects_its_config(panel):
+    panel.controls.widgets["SWIZZLE"].value = "64B"
+    panel.session.wait_idle()
+    index = panel.heatmap.source.data["config"].index("BLOCK=1 SWIZZLE=none")
+    panel._tapped("indices", [], [index])
+    assert panel.result.config == {"BLOCK": 1, "SWIZZLE": "none"}
+    assert panel.controls.values == {"BLOCK": 1, "SWIZZLE": "none"}
+
+
+def test_swizzle_map_follows_the_swizzle_tunable(panel):
+    panel.controls.widgets["SWIZZLE"].value = "128B"
+    panel.session.wait_idle()
+    assert "B128" in panel.swizzle.fig.title.text
+    assert "column access 1-way" in panel.swizzle.fig.title.text
+    assert len(set(panel.swizzle.source.data["bank"])) == 32
+
+
+def test_newest_request_wins_and_stale_results_never_become_current(worker):
+    spec = parse_cell(LINE, SRC.replace("# ktune: require BLOCK * 300 <= SMEM_PER_BLOCK\n", ""), NS)
+    session = TuningSession(spec, worker, {}, prefetch=False)
+    seen = []
+    session.subscribe(seen.append)
+    session.request({"BLOCK": 8})          # slow variant starts
+    time.sleep(0.05)
+    for b in (1, 2, 4, 1, 2):               # a burst while it runs
+        session.request({"BLOCK": b})
+    assert session.wait_idle(60)
+    configs = [d.result.config["BLOCK"] for d in seen]
+    assert configs[0] == 8 and configs[-1] == 2
+    assert len(seen) == 2                   # the burst's middle requests were dropped
+    assert not seen[0].current and seen[-1].current
+    session.close()
+
+
+def test_magic_returns_a_live_panel_and_its_snapshot(worker):
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jupyter_ktune")
+    ip.user_ns.update(NS)
+    p = ip.run_cell_magic("kernel", LINE, SRC)
+    assert isinstance(p, KernelPanel) and p.result.status is Status.OK
+    bundle = p._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "ktune-result" in bundle["text/html"]    # what a reopened notebook shows
+    p.session.close()
+
+
+def test_idle_session_precompiles_neighbours_so_the_next_step_is_ready(worker):
+    spec = parse_cell(LINE, SRC.replace("# ktune: require BLOCK * 300 <= SMEM_PER_BLOCK\n", ""), NS)
+    session = TuningSession(spec, worker, {}, prefetch=True)
+    seen = []
+    session.subscribe(seen.append)
+    session.request({"BLOCK": 2, "SWIZZLE": "32B"})
+    session.wait_idle()
+    deadline = time.time() + 20
+    while time.time() < deadline and len(session._state.compiled) < 5:  # itself + 4 neighbours
+        time.sleep(0.1)
+    session.request({"BLOCK": 4, "SWIZZLE": "32B"})
+    session.wait_idle()
+    assert seen[-1].precompiled and seen[-1].result.status is Status.OK
+    session.close()
