@@ -74,7 +74,7 @@ def test_tapping_a_heatmap_cell_selects_its_config(panel):
 def test_swizzle_map_follows_the_swizzle_tunable(panel):
     panel.controls.widgets["SWIZZLE"].value = "128B"
     panel.session.wait_idle()
-    assert "B128" in panel.swizzle.fig.title.text
+    assert panel.swizzle_mode.value == "128B" and "B128" in panel.swizzle.fig.title.text
     assert "column access 1-way" in panel.swizzle.fig.title.text
     assert len(set(panel.swizzle.source.data["bank"])) == 32
 

@@ -75,12 +75,17 @@ class KernelPanel:
         self._set_axes()
         self.heatmap.source.selected.on_change("indices", self._tapped)
         self._swizzle_param = next((n for n in _SWIZZLE_NAMES if n in names), None)
-        self.swizzle.show(start[self._swizzle_param] if self._swizzle_param else "none")
+        self.swizzle_mode = w.Dropdown(
+            options=["none", "32B", "64B", "128B"], description="swizzle map",
+            value=str(start[self._swizzle_param]) if self._swizzle_param else "none",
+            layout=w.Layout(width="220px"))
+        self.swizzle_mode.observe(lambda c: self.swizzle.show(c["new"]), names="value")
+        self.swizzle.show(self.swizzle_mode.value)
         figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig, self.swizzle.fig]
         self.plots = BokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
                                          toolbar_location=None))
-        left = w.VBox([self.badge, self.controls.box, w.HBox([self.axis_x, self.axis_y])],
-                      layout=w.Layout(min_width="400px"))
+        left = w.VBox([self.badge, self.controls.box, self.axis_x, self.axis_y,
+                       self.swizzle_mode], layout=w.Layout(min_width="380px"))
         self.root = w.VBox([w.HBox([left, self.plots]), self.card])
         session.subscribe(self._deliver)
         self._request(self.controls.values)
@@ -112,7 +117,7 @@ class KernelPanel:
                 self.timing.show_current(r)
                 self.roofline.show(r)
                 if self._swizzle_param:
-                    self.swizzle.show(r.config[self._swizzle_param])
+                    self.swizzle_mode.value = str(r.config[self._swizzle_param])
             spent = r.measurement.timing.device_ms_total if r.measurement else 0.0
             self.latencies.append({"ticket": d.ticket, "current": d.current,
                                    "precompiled": d.precompiled, "status": r.status.value,

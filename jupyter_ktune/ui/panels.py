@@ -27,7 +27,7 @@ from bokeh.plotting import figure
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.swizzle import Swizzle, bank_map, conflicts
 
-_W, _H = 380, 240
+_W, _H = 330, 220
 _STATUS_COLOUR = {Status.OK: "#1a7f37", Status.WRONG: "#cf222e"}
 
 
@@ -83,7 +83,7 @@ class HeatmapPanel:
     def __init__(self, params: Sequence[Any]) -> None:
         self.params = {p.name: p for p in params}
         self.source = ColumnDataSource({"x": [], "y": [], "us": [], "config": [], "text": []})
-        self.mapper = LinearColorMapper(palette=Viridis256, nan_color="#eeeeee")
+        self.mapper = LinearColorMapper(palette=Viridis256, nan_color="#afb8c1")
         self.fig = figure(width=_W, height=_H + 40, title="median time (µs), tap to select",
                           x_range=FactorRange(), y_range=FactorRange(),
                           toolbar_location=None, tools="")
@@ -118,6 +118,11 @@ class HeatmapPanel:
                            else float("nan"), "config": _label(r.config),
                            "text": f"{med * 1e3:.2f} µs" if med is not None else r.status.value}
         keys = list(self.cells)
+        finite = [c["us"] for c in self.cells.values() if np.isfinite(c["us"])]
+        # all-NaN data leaves the mapper without a range and Bokeh draws nothing at all
+        self.mapper.low = min(finite) if finite else 0.0
+        self.mapper.high = max(finite) if finite and max(finite) > min(finite) else (
+            (finite[0] * 1.01 + 1e-9) if finite else 1.0)
         self.source.data = {"x": [k[0] for k in keys], "y": [k[1] for k in keys],
                             **{c: [self.cells[k][c] for k in keys] for c in ("us", "config", "text")}}
 
