@@ -14,6 +14,7 @@ from jupyter_ktune.errors import KtuneError
 
 _BACKENDS: dict[str, str] = {
     "cuda": "jupyter_ktune.backends.cuda",
+    "pallas": "jupyter_ktune.backends.pallas",
     "triton": "jupyter_ktune.backends.triton",
 }
 

@@ -1,0 +1,340 @@
+"""Pallas backend (JAX): the cell is Python that builds a Pallas kernel for one config.
+
+The cell contract
+-----------------
+The body of ``%%kernel NAME --backend pallas ...`` is a Python module. It defines a function
+``NAME`` that takes the config's tunables as keyword arguments (block shapes, ``num_warps``,
+``num_stages``, a swizzle, ``max_concurrent_steps`` ... whatever its ``# ktune:`` lines declare;
+swizzle names arrive as their byte span) and returns a callable over the input arrays::
+
+    %%kernel add --backend pallas --inputs inputs --reference reference --out z
+    # ktune: BLOCK in pow2(128, 1024)
+    import jax
+    from jax.experimental import pallas as pl
+
+    def add(BLOCK):
+        def body(x_ref, y_ref, z_ref):
+            z_ref[...] = x_ref[...] + y_ref[...]
+        def run(x, y):
+            spec = pl.BlockSpec((BLOCK,), lambda i: (i,))
+            return pl.pallas_call(body, grid=(x.size // BLOCK,), in_specs=[spec, spec],
+                                  out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                  interpret=INTERPRET)(x, y)
+        return run
+
+* **Inputs.** The callable's parameters are looked up by name in the dict the inputs function
+  returns: NumPy arrays become JAX arrays on the device, other values (sizes) are passed as Python
+  values, fixed at trace time. A callable that takes only ``*args`` (a bare ``pl.pallas_call``)
+  gets the dict's arrays in order, leaving out the ``--out`` names.
+* **Outputs.** What the callable returns (one array, or a tuple in ``--out`` order) is what is
+  checked against the reference. The inputs dict may hold the outputs too (the CUDA convention);
+  they are simply not passed.
+* **Injected names.** ``INTERPRET`` (True when Pallas runs in interpret mode, i.e. on a CPU) and
+  ``LOWERING`` (``"triton"``, ``"mosaic_gpu"``, ``"tpu"`` or ``"interpret"``) are defined before
+  the cell runs, so one cell runs everywhere: pass ``interpret=INTERPRET`` and choose compiler
+  params by ``LOWERING`` (``triton.CompilerParams(num_warps=..., num_stages=...)`` for Triton).
+* **Lowerings.** A cell may say which lowerings it is written for, as a top-level literal
+  ``LOWERINGS = ["mosaic_gpu"]`` (default: ``["triton", "tpu", "interpret"]``, a plain
+  ``pl.pallas_call``). ``LOWERING`` is the first of these that the device offers: a CPU offers
+  interpret mode, a TPU Mosaic TPU, an NVIDIA GPU Triton and, from compute capability 9.0 (Hopper),
+  Mosaic GPU (``plgpu.kernel``). A cell whose lowerings the device does not offer is "cannot run
+  here" with what it needs, e.g. "needs an NVIDIA Hopper GPU (Mosaic GPU)"; its code never runs.
+
+The cell is written to a cached file keyed by its source hash, padded so that file line numbers
+are cell line numbers (the ``%%kernel`` line is line 1); tracebacks therefore point at the cell,
+and a tracing or lowering error is a compile error on the line of the innermost cell frame.
+
+Timing: on a GPU, CUPTI kernel records through ``jax.experimental.mosaic.gpu.profiler.measure``
+with an L2 flush before each call; in interpret mode the host clock, labelled as such (see
+:mod:`jupyter_ktune.backends.pallas_timing`). JAX is imported only in the worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from jupyter_ktune.backends.base import DeviceInfo
+from jupyter_ktune.backends.pallas_cell import (
+    DEFAULT_LOWERINGS as DEFAULT_LOWERINGS,
+)
+from jupyter_ktune.backends.pallas_cell import (
+    LOWERINGS as LOWERINGS,
+)
+from jupyter_ktune.backends.pallas_cell import (
+    Target as Target,
+)
+from jupyter_ktune.backends.pallas_cell import (
+    call_names,
+    cell_failure,
+    cell_lowerings,
+    choose_lowering,
+    detect_target,
+    failure_at,
+    load_cell,
+    parse_cell_source,
+)
+from jupyter_ktune.backends.pallas_timing import PallasStatic, host_timer, make_gpu_timer
+from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+__all__ = ["BACKEND", "DEFAULT_LOWERINGS", "LOWERINGS", "PallasBackend", "Target",
+           "choose_lowering", "detect_target"]
+
+
+class PallasVariant:
+    """The cell's callable for one config, jitted, and (when inputs are known) compiled."""
+
+    def __init__(self, spec: KernelSpec, lowering: str, fn: Callable[..., Any], path: Path):
+        self.spec, self.lowering, self.fn, self.path = spec, lowering, fn, path
+        self._jitted: dict[tuple, Any] = {}
+        self.compiled: dict[tuple, Any] = {}  # (names, kinds, shapes) -> jax Compiled
+        self.lowered: Any = None
+
+    def prepare(self, host_args: Mapping[str, Any]) -> tuple[Any, Any, tuple[str, ...]]:
+        """Return the compiled executable, the jitted function and the array inputs' names."""
+        import jax
+
+        names, by_name = call_names(self.fn, host_args, self.spec.outputs)
+        arrays = tuple(n for n in names if isinstance(host_args[n], np.ndarray))
+        statics = {n: host_args[n] for n in names if n not in arrays}
+        key = (names, by_name, tuple(sorted((k, repr(v)) for k, v in statics.items())))
+        if key not in self._jitted:
+            fn = self.fn
+
+            def call(*xs: Any) -> Any:
+                if by_name:
+                    return fn(**dict(zip(arrays, xs, strict=True)), **statics)
+                return fn(*xs)
+
+            self._jitted[key] = jax.jit(call)
+        jitted = self._jitted[key]
+        shapes = tuple((host_args[n].shape, host_args[n].dtype.str) for n in arrays)
+        ckey = (key, shapes)
+        if ckey not in self.compiled:
+            avals = [jax.ShapeDtypeStruct(host_args[n].shape, host_args[n].dtype) for n in arrays]
+            try:
+                self.lowered = jitted.lower(*avals)
+                self.compiled[ckey] = self.lowered.compile()
+            except CellError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - tracing/lowering errors -> cell line
+                raise cell_failure(exc, self.path) from None
+        return self.compiled[ckey], jitted, arrays
+
+    def bind(self, host_args: Mapping[str, Any]) -> PallasBound:
+        """Put the input arrays on the device and pick the compiled executable."""
+        try:
+            compiled, jitted, arrays = self.prepare(host_args)
+        except CompileFailure as exc:  # inputs of another shape than at compile time
+            raise CellError(str(exc).removeprefix("[ktune] "), line=exc.diagnostics[0].line
+                            if exc.diagnostics else None) from None
+        return PallasBound(self, compiled, jitted, [host_args[n] for n in arrays])
+
+
+class PallasBound:
+    """A compiled variant with its inputs on the device; outputs are what the call returns."""
+
+    def __init__(self, variant: PallasVariant, compiled: Any, jitted: Any,
+                 arrays: Sequence[np.ndarray]):
+        import jax
+
+        self._jax = jax
+        # call: the compiled executable; traceable: the same function, jitted, for timers that
+        # build a larger program around it (the L2 flush)
+        self.variant, self.call, self.traceable = variant, compiled, jitted
+        self.args = tuple(jax.device_put(np.asarray(a)) for a in arrays)
+        self._out: Any = None
+
+    def launch(self) -> None:
+        """Dispatch one call (asynchronous, like a kernel launch)."""
+        self._out = self.call(*self.args)
+
+    def launch_and_wait(self) -> None:
+        """One call, waited for: what a host clock can honestly bracket."""
+        self._jax.block_until_ready(self.call(*self.args))
+
+    def poison_outputs(self) -> None:
+        """Forget the last outputs, so a result is only ever read from a fresh call.
+
+        JAX outputs are new buffers, not arguments that could be pre-filled. In interpret mode
+        Pallas fills them with NaN before the kernel runs, so unwritten blocks show as
+        "never written"; on a GPU they start as whatever the allocator hands out.
+        """
+        self._out = None
+
+    def read_outputs(self) -> dict[str, np.ndarray]:
+        """Map the call's return values to the ``--out`` names, as host arrays."""
+        out = self._out
+        if out is None:
+            raise RuntimeError("[ktune] outputs read before a launch")
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        names = self.variant.spec.outputs
+        if len(outs) != len(names):
+            raise CellError(f"the kernel returned {len(outs)} array(s) but --out names "
+                            f"{len(names)} ({', '.join(names) or 'none'})", line=1,
+                            fix="Name one --out per returned array, in order.")
+        return {n: np.asarray(o) for n, o in zip(names, outs, strict=True)}
+
+    def launch_info(self) -> dict[str, Any]:
+        """Lowering and the input shapes of this binding."""
+        shapes = ", ".join(f"{tuple(a.shape)} {a.dtype}" for a in self.args)
+        v = self.variant
+        return {"lowering": v.lowering, "inputs": shapes, "kernel": v.spec.name}
+
+
+class PallasBackend:
+    """The ``--backend pallas`` implementation."""
+
+    name: ClassVar[str] = "pallas"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[tuple, threading.Lock] = {}
+        self._built: dict[tuple, PallasVariant | BaseException] = {}
+
+    def check(self, spec: KernelSpec) -> None:
+        """Host-side checks: LOWERINGS is valid and the cell defines the kernel's function.
+
+        A syntax error passes here: compiling reports it with its cell line as a diagnostic.
+        """
+        try:
+            tree = parse_cell_source(spec)
+        except CellError:
+            return
+        try:
+            cell_lowerings(spec, tree)
+        except CompileFailure as exc:
+            d = exc.diagnostics[0]
+            raise CellError(d.message, line=d.line) from None
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assigned = {t.id for n in tree.body if isinstance(n, ast.Assign)
+                    for t in n.targets if isinstance(t, ast.Name)}
+        if spec.name not in defined | assigned:
+            raise CellError(f"the cell defines no function '{spec.name}'", line=2,
+                            fix=f"Define def {spec.name}(**tunables): ... returning a callable "
+                            "over the input arrays.")
+
+    @cached_property
+    def target(self) -> Target:
+        """The worker's JAX device (detected once)."""
+        import jax
+
+        return detect_target(jax.devices())
+
+    def device(self) -> DeviceInfo:
+        """Describe the device; Pallas can always run (interpret mode on a CPU)."""
+        try:
+            import jax
+        except ImportError:
+            return DeviceInfo(False, "no JAX", reason="JAX is not installed, so Pallas cells "
+                              "cannot run here (pip install jax; on a GPU jax[cuda13])")
+        t = self.target
+        limits = {"SM_COUNT": t.sm_count} if t.sm_count else {}
+        toolchain = {"jax": jax.__version__, "lowerings": ", ".join(t.offers)}
+        try:
+            import jaxlib
+
+            toolchain["jaxlib"] = jaxlib.__version__
+        except (ImportError, AttributeError):
+            pass
+        driver = None
+        if t.platform == "gpu":
+            from jupyter_ktune.measure.clocks import driver_version
+
+            driver = driver_version()
+        return DeviceInfo(True, t.name, compute_capability=t.compute_capability, limits=limits,
+                          driver=driver, toolchain=toolchain)
+
+    def _variant(self, spec: KernelSpec, config: Config) -> PallasVariant:
+        """Build (once per source and config, shared by compile and the static thread)."""
+        key = (spec.source_hash, config)
+        with self._lock:
+            lock = self._keys.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._built:
+                try:
+                    self._built[key] = self._build(spec, config)
+                except (CompileFailure, CannotRun) as exc:
+                    self._built[key] = exc
+            built = self._built[key]
+        if isinstance(built, BaseException):
+            raise built
+        return built
+
+    def _build(self, spec: KernelSpec, config: Config) -> PallasVariant:
+        try:
+            tree = parse_cell_source(spec)
+        except CellError as exc:
+            raise failure_at(exc.line, exc.message) from None
+        lowering = choose_lowering(cell_lowerings(spec, tree), self.target)
+        module = load_cell(spec, lowering)
+        path = Path(module.__file__ or "")
+        factory = module.__dict__.get(spec.name)
+        if not callable(factory):
+            raise failure_at(2, f"the cell defines no function '{spec.name}'",
+                              f"Define def {spec.name}(**tunables) returning a callable.")
+        try:
+            fn = factory(**spec.space.cxx_env(config))
+        except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
+            raise cell_failure(exc, path) from None
+        if not callable(fn):
+            raise failure_at(2, f"{spec.name}(...) returned a {type(fn).__name__}, not a "
+                              "callable", "Return the pallas_call (or a function calling it).")
+        variant = PallasVariant(spec, lowering, fn, path)
+        if spec.inputs is not None:  # trace and lower now, so errors are compile errors
+            try:
+                host_args = spec.inputs()
+            except Exception:  # noqa: BLE001 - the run reports the inputs function's failure
+                return variant
+            if isinstance(host_args, dict):
+                try:
+                    variant.prepare(host_args)
+                except CellError as exc:
+                    raise failure_at(exc.line, exc.message, exc.fix or "") from None
+        return variant
+
+    def static_report(self, spec: KernelSpec, config: Config) -> PallasStatic | None:
+        """Sizes of the lowered and compiled programs on a GPU/TPU; None in interpret mode."""
+        if self.target.platform == "cpu":
+            return None  # interpret mode: the program is a CPU scan, nothing to report on
+        variant = self._variant(spec, config)
+        if variant.lowered is None:
+            return None
+        return PallasStatic.from_lowered(variant.lowering, variant.lowered,
+                                         next(iter(variant.compiled.values())))
+
+    def compile(self, spec: KernelSpec, config: Config) -> PallasVariant:
+        """Import the cell, build the callable for the config, trace, lower and compile it."""
+        return self._variant(spec, config)
+
+    def timer(self) -> Any:
+        """CUPTI on a GPU; the host clock in interpret mode and on a TPU, labelled as such."""
+        return self._timer
+
+    @cached_property
+    def _timer(self) -> Any:
+        t = self.target
+        if t.platform == "gpu":
+            return make_gpu_timer(t.name)
+        if t.platform == "tpu":
+            return host_timer("Pallas on TPU, host time around block_until_ready (includes "
+                              "dispatch; not device time)")
+        return host_timer("Pallas interpret mode, host time (not GPU time)")
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        """Return True when the GPU context is lost (illegal address and friends)."""
+        text = str(exc).lower()
+        return self.target.platform == "gpu" and any(
+            w in text for w in ("illegal address", "illegal memory", "misaligned",
+                                "unspecified launch failure", "cuda_error_launch_failed"))
+
+
+BACKEND = PallasBackend()

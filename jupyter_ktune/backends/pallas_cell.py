@@ -1,0 +1,198 @@
+"""The Pallas cell as a module: device detection, lowering choice, loading, cell-line errors.
+
+See :mod:`jupyter_ktune.backends.pallas` for the cell contract. Nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import re
+import sys
+import tempfile
+import traceback
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, Diagnostic
+from jupyter_ktune.spec import KernelSpec
+
+LOWERINGS = ("triton", "mosaic_gpu", "tpu", "interpret")
+DEFAULT_LOWERINGS = ("triton", "tpu", "interpret")
+_NEEDS = {"mosaic_gpu": "an NVIDIA Hopper GPU (Mosaic GPU, compute capability 9.0 or newer)",
+          "triton": "an NVIDIA GPU (Pallas' Triton lowering)", "tpu": "a TPU (Mosaic TPU)",
+          "interpret": "interpret mode (LOWERINGS does not list 'interpret')"}
+_MAX_MESSAGE = 3000
+
+
+@dataclass(frozen=True)
+class Target:
+    """The device the worker's JAX sees and the Pallas lowerings it offers, best first."""
+
+    platform: str  # "gpu" | "tpu" | "cpu"
+    name: str
+    offers: tuple[str, ...]
+    compute_capability: str | None = None
+    sm_count: int | None = None
+
+
+def detect_target(devices: Sequence[Any]) -> Target:
+    """Describe the first JAX device: platform, name and the lowerings Pallas has for it.
+
+    Examples
+    --------
+    >>> detect_target(jax.devices())  # doctest: +SKIP
+    Target(platform='gpu', name='NVIDIA H200', offers=('triton', 'mosaic_gpu'), ...)
+    """
+    if not devices:
+        return Target("cpu", "no JAX device", ("interpret",))
+    dev = devices[0]
+    platform = str(getattr(dev, "platform", "cpu")).lower()
+    kind = str(getattr(dev, "device_kind", platform))
+    if platform in ("gpu", "cuda", "rocm"):
+        cc = getattr(dev, "compute_capability", None)
+        major = int(str(cc).split(".")[0]) if cc else 0
+        offers = ("triton", "mosaic_gpu") if major >= 9 else ("triton",)
+        cores = getattr(dev, "core_count", None)
+        return Target("gpu", kind, offers, str(cc) if cc else None,
+                      int(cores) if isinstance(cores, int) else None)
+    if platform == "tpu":
+        return Target("tpu", kind, ("tpu",))
+    return Target("cpu", f"CPU ({kind}), Pallas interpret mode", ("interpret",))
+
+
+def cell_lowerings(spec: KernelSpec, tree: ast.Module) -> tuple[str, ...]:
+    """Read a top-level ``LOWERINGS = [...]`` literal from the cell, or the default."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "LOWERINGS"):
+            fix = f"Write e.g. LOWERINGS = ['mosaic_gpu'] (names: {', '.join(LOWERINGS)})."
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise failure_at(node.lineno, "LOWERINGS must be a literal list of names",
+                                  fix) from None
+            names = (value,) if isinstance(value, str) else tuple(value)
+            bad = [n for n in names if n not in LOWERINGS]
+            if bad or not names:
+                raise failure_at(node.lineno, f"unknown lowering {bad[0]!r}" if bad
+                                  else "LOWERINGS is empty", fix)
+            return names
+    return DEFAULT_LOWERINGS
+
+
+def choose_lowering(wanted: Sequence[str], target: Target) -> str:
+    """Return the first lowering the cell wants that the device offers; else raise CannotRun."""
+    for name in wanted:
+        if name in target.offers:
+            return name
+    if target.platform == "cpu":
+        here = "only a CPU, where Pallas runs in interpret mode"
+    else:
+        cc = target.compute_capability
+        cc = f" (compute capability {cc})" if cc else ""
+        here = f"{target.name}{cc}, where Pallas offers {' and '.join(target.offers)}"
+    raise CannotRun(f"[ktune] this cell needs {_NEEDS[wanted[0]]}; this machine has {here}")
+
+
+def failure_at(line: int | None, message: str, fix: str = "") -> CompileFailure:
+    """Return a compile failure with one diagnostic on ``line`` (the message, then the fix)."""
+    text = f"{message}. {fix}".strip()
+    return CompileFailure("pallas", text, [Diagnostic(line, "error", text)])
+
+
+def _cell_path(spec: KernelSpec) -> Path:
+    """Write the cell to a cached module file whose line numbers are the cell's."""
+    folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"pallas_{spec.name}_{spec.source_hash}.py"
+    header = f"# %%kernel {spec.name} --backend pallas (jupyter-ktune; lines = cell lines)\n"
+    text = header + "\n" * max(spec.body_line - 2, 0) + spec.source
+    if not path.is_file() or path.read_text() != text:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # atomic: another worker may be reading it
+    return path
+
+
+def cell_failure(exc: BaseException, path: Path) -> CompileFailure:
+    """Map an exception from the cell (import, tracing, lowering) to its innermost cell line."""
+    line = None
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for e in chain:
+        if isinstance(e, SyntaxError) and e.filename == str(path):
+            line = e.lineno
+        for frame, lineno in traceback.walk_tb(e.__traceback__):
+            if frame.f_code.co_filename == str(path):
+                line = lineno  # the innermost frame in the cell wins
+        if line is None:  # Pallas quotes the user's source location in some messages
+            m = re.search(re.escape(path.name) + r'"?(?:, line |:)(\d+)', str(e))
+            line = int(m.group(1)) if m else None
+        if line is not None:
+            break
+    text = str(exc).strip() or repr(exc)
+    if len(text) > _MAX_MESSAGE:
+        text = text[:_MAX_MESSAGE] + " ..."
+    message = f"{type(exc).__name__}: {text}"
+    log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return CompileFailure("pallas", log, [Diagnostic(line, "error", message)])
+
+
+def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
+    """Execute the cell file as a module with INTERPRET and LOWERING defined (once per worker)."""
+    path = _cell_path(spec)
+    name = f"ktune_pallas_{spec.name}_{spec.source_hash}_{lowering}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    module.__dict__.update(INTERPRET=lowering == "interpret", LOWERING=lowering)
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
+    except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
+        raise cell_failure(exc, path) from None
+    sys.modules[name] = module
+    return module
+
+
+def call_names(fn: Callable[..., Any], host_args: Mapping[str, Any],
+               outputs: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+    """Names of the inputs to pass, and whether they go by keyword (False: positionally).
+
+    A callable with named parameters gets those inputs by name; one that takes only ``*args``
+    gets every array input in the dict's order except the ``--out`` names.
+    """
+    try:
+        params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                             p.KEYWORD_ONLY)]
+    if not named:
+        return tuple(k for k, v in host_args.items()
+                     if k not in outputs and isinstance(v, np.ndarray)), False
+    missing = [p.name for p in named if p.name not in host_args and p.default is p.empty]
+    if missing:
+        raise CellError(f"the kernel's callable takes '{missing[0]}', which the inputs function "
+                        f"does not return (it returns {', '.join(host_args) or 'nothing'})",
+                        line=1, fix=f"Return '{missing[0]}' from the inputs function.")
+    return tuple(p.name for p in named if p.name in host_args), True
+
+
+def parse_cell_source(spec: KernelSpec) -> ast.Module:
+    """Parse the cell body with cell line numbers; a syntax error is a CellError on its line."""
+    text = "\n" * (spec.body_line - 1) + spec.source
+    try:
+        return ast.parse(text)
+    except SyntaxError as exc:
+        raise CellError(f"SyntaxError: {exc.msg}", line=exc.lineno) from None
