@@ -2,6 +2,7 @@
 
 All work happens in :mod:`jupyter_ktune.api` and the device worker; this module only knows
 IPython. Cell errors are shown as a one-line message (IPython's UsageError), not a traceback.
+Compiler messages also go to the cell editor as marks (:mod:`jupyter_ktune.editor`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from typing import Any
 
 from jupyter_ktune.api import run_kernel
+from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.spec import KernelSpec, parse_cell
 
@@ -69,7 +71,11 @@ class KtuneMagics(Magics):
         try:
             spec = parse_cell(line, cell, self.shell.user_ns)
             if spec.options.panel and spec.space.params:
-                return _panel(spec)
-            return run_kernel(spec)
+                panel = _panel(spec)
+                show_editor_marks(panel.result)  # compiler messages as marks in this cell
+                return panel
+            result = run_kernel(spec)
         except KtuneError as exc:
             raise UsageError(str(exc)) from None
+        show_editor_marks(result)  # compiler messages as marks in this cell's editor
+        return result

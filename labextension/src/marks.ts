@@ -1,0 +1,239 @@
+/**
+ * The CodeMirror 6 side of the editor marks: one state field per editor that
+ * holds the marks of the latest editor bundle, drawn as
+ *
+ * - line decorations and an underline for each compiler message
+ *   (`jp-ktune-diag-{error,warning,note}`), with the messages on hover;
+ * - a gutter beside the lines (`jp-ktune-gutter`): a severity dot for a
+ *   message, a bar whose width is the line's share of the cell's samples,
+ *   and a hover card of the line's stall reasons.
+ *
+ * `ktuneMarks` is installed in every editor through JupyterLab's editor
+ * extension registry; it draws nothing until `setMarks` puts a bundle in,
+ * and `setMarks(view, null)` takes it out again. Positions map through
+ * later edits, so a mark follows its line while the user types.
+ */
+import { type Extension, RangeSetBuilder, StateEffect, StateField, Text } from '@codemirror/state';
+import {
+  Decoration,
+  type DecorationSet,
+  EditorView,
+  gutter,
+  GutterMarker,
+  hoverTooltip,
+  type Tooltip
+} from '@codemirror/view';
+import type { IEditorBundle } from './bundle';
+import {
+  diagnosticRanges,
+  gutterEntries,
+  gutterTitle,
+  type IDiagnosticRange,
+  type IGutterEntry,
+  stallLabel,
+  worstSeverity
+} from './ranges';
+
+/** What one editor shows: the placed diagnostics and gutter entries. */
+interface IMarks {
+  diagnostics: IDiagnosticRange[];
+  entries: IGutterEntry[];
+  decorations: DecorationSet;
+}
+
+const EMPTY: IMarks = { diagnostics: [], entries: [], decorations: Decoration.none };
+
+/** Replace the marks of an editor (null removes them). */
+export const setMarksEffect = StateEffect.define<IEditorBundle | null>();
+
+function place(doc: Text, bundle: IEditorBundle): IMarks {
+  const diagnostics = diagnosticRanges(doc, bundle.diagnostics, n => doc.line(n).text);
+  const entries = gutterEntries(doc, bundle.lines);
+  const builder = new RangeSetBuilder<Decoration>();
+  // line decorations first at each position, then marks, as RangeSetBuilder wants them sorted
+  const items: { from: number; to: number; deco: Decoration }[] = [];
+  const byLine = new Map<number, IDiagnosticRange[]>();
+  for (const d of diagnostics) {
+    byLine.set(d.line, [...(byLine.get(d.line) ?? []), d]);
+  }
+  for (const [, ds] of byLine) {
+    const severity = worstSeverity(ds.map(d => d.severity));
+    items.push({
+      from: ds[0].lineFrom,
+      to: ds[0].lineFrom,
+      deco: Decoration.line({
+        class: `jp-ktune-diag-line jp-ktune-diag-${severity}`,
+        attributes: { 'data-ktune-line': String(ds[0].line) }
+      })
+    });
+  }
+  for (const d of diagnostics) {
+    if (d.to > d.from) {
+      items.push({
+        from: d.from,
+        to: d.to,
+        deco: Decoration.mark({
+          class: `jp-ktune-diag-mark jp-ktune-diag-${d.severity}`,
+          attributes: { title: `${d.severity}: ${d.message}` }
+        })
+      });
+    }
+  }
+  items.sort(
+    (a, b) =>
+      a.from - b.from ||
+      a.deco.startSide - b.deco.startSide ||
+      a.to - b.to
+  );
+  for (const item of items) {
+    builder.add(item.from, item.to, item.deco);
+  }
+  return { diagnostics, entries, decorations: builder.finish() };
+}
+
+const marksField = StateField.define<IMarks>({
+  create: () => EMPTY,
+  update(marks, tr) {
+    for (const effect of tr.effects) {
+      if (effect.is(setMarksEffect)) {
+        return effect.value === null ? EMPTY : place(tr.state.doc, effect.value);
+      }
+    }
+    if (!tr.docChanged || marks === EMPTY) {
+      return marks;
+    }
+    const map = (pos: number) => tr.changes.mapPos(pos);
+    return {
+      diagnostics: marks.diagnostics.map(d => ({
+        ...d,
+        from: map(d.from),
+        to: map(d.to),
+        lineFrom: map(d.lineFrom)
+      })),
+      entries: marks.entries.map(e => ({ ...e, lineFrom: map(e.lineFrom) })),
+      decorations: marks.decorations.map(tr.changes)
+    };
+  },
+  provide: field => EditorView.decorations.from(field, marks => marks.decorations)
+});
+
+class KtuneGutterMarker extends GutterMarker {
+  constructor(
+    readonly entry: IGutterEntry | null,
+    readonly diagnostics: IDiagnosticRange[]
+  ) {
+    super();
+  }
+
+  eq(other: KtuneGutterMarker): boolean {
+    return other.entry === this.entry && other.diagnostics === this.diagnostics;
+  }
+
+  toDOM(): HTMLElement {
+    const node = document.createElement('div');
+    node.className = 'jp-ktune-gutter-marker';
+    const titles: string[] = [];
+    if (this.diagnostics.length) {
+      const severity = worstSeverity(this.diagnostics.map(d => d.severity));
+      const dot = document.createElement('span');
+      dot.className = `jp-ktune-gutter-dot jp-ktune-diag-${severity}`;
+      node.appendChild(dot);
+      titles.push(...this.diagnostics.map(d => `${d.severity}: ${d.message}`));
+    }
+    if (this.entry) {
+      const bar = document.createElement('span');
+      bar.className = 'jp-ktune-gutter-bar';
+      bar.style.width = `${Math.max(2, Math.round(this.entry.share * 100))}%`;
+      node.appendChild(bar);
+      node.dataset.ktuneSamples = String(this.entry.samples);
+      titles.push(gutterTitle(this.entry));
+    }
+    node.title = titles.join('\n');
+    return node;
+  }
+}
+
+function lineOf(doc: Text, pos: number): number {
+  return doc.lineAt(pos).number;
+}
+
+const marksGutter = gutter({
+  class: 'jp-ktune-gutter',
+  lineMarker(view, block) {
+    const marks = view.state.field(marksField, false);
+    if (!marks || marks === EMPTY) {
+      return null;
+    }
+    const line = lineOf(view.state.doc, block.from);
+    const entry = marks.entries.find(e => lineOf(view.state.doc, e.lineFrom) === line) ?? null;
+    const ds = marks.diagnostics.filter(d => lineOf(view.state.doc, d.lineFrom) === line);
+    return entry || ds.length ? new KtuneGutterMarker(entry, ds) : null;
+  },
+  lineMarkerChange: update =>
+    update.startState.field(marksField, false) !== update.state.field(marksField, false)
+});
+
+/** The hover card of a line: its compiler messages and its stall reasons. */
+export function hoverCard(
+  entry: IGutterEntry | null,
+  diagnostics: IDiagnosticRange[]
+): HTMLElement {
+  const card = document.createElement('div');
+  card.className = 'jp-ktune-hover-card';
+  for (const d of diagnostics) {
+    const row = document.createElement('div');
+    row.className = `jp-ktune-hover-diag jp-ktune-diag-${d.severity}`;
+    row.textContent = `${d.severity}: ${d.message}`;
+    card.appendChild(row);
+  }
+  if (entry) {
+    const head = document.createElement('div');
+    head.className = 'jp-ktune-hover-head';
+    head.textContent = `${entry.samples} samples, ${(entry.share * 100).toFixed(1)}% of the cell`;
+    card.appendChild(head);
+    const table = document.createElement('table');
+    for (const stall of entry.stalls) {
+      const tr = table.insertRow();
+      tr.insertCell().textContent = stallLabel(stall.reason);
+      tr.insertCell().textContent = String(stall.samples);
+      tr.insertCell().textContent = `${(stall.share * 100).toFixed(0)}%`;
+    }
+    card.appendChild(table);
+  }
+  return card;
+}
+
+const marksHover = hoverTooltip((view, pos): Tooltip | null => {
+  const marks = view.state.field(marksField, false);
+  if (!marks || marks === EMPTY) {
+    return null;
+  }
+  const line = lineOf(view.state.doc, pos);
+  const entry = marks.entries.find(e => lineOf(view.state.doc, e.lineFrom) === line) ?? null;
+  const ds = marks.diagnostics.filter(d => lineOf(view.state.doc, d.lineFrom) === line);
+  if (!entry && !ds.length) {
+    return null;
+  }
+  return {
+    pos: view.state.doc.line(line).from,
+    above: true,
+    create: () => ({ dom: hoverCard(entry, ds) })
+  };
+});
+
+/** The extension every editor gets: the field, the gutter and the hover card. */
+export const ktuneMarks: Extension = [marksField, marksGutter, marksHover];
+
+/** Show a bundle's marks in an editor, or remove them with null. */
+export function setMarks(view: EditorView, bundle: IEditorBundle | null): void {
+  if (view.state.field(marksField, false) === undefined) {
+    view.dispatch({ effects: StateEffect.appendConfig.of(ktuneMarks) });
+  }
+  view.dispatch({ effects: setMarksEffect.of(bundle) });
+}
+
+/** The marks an editor shows now (for tests and the renderer's checks). */
+export function currentMarks(view: EditorView): { diagnostics: number; lines: number } {
+  const marks = view.state.field(marksField, false) ?? EMPTY;
+  return { diagnostics: marks.diagnostics.length, lines: marks.entries.length };
+}
