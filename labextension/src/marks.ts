@@ -13,7 +13,15 @@
  * and `setMarks(view, null)` takes it out again. Positions map through
  * later edits, so a mark follows its line while the user types.
  */
-import { type Extension, RangeSetBuilder, StateEffect, StateField, Text } from '@codemirror/state';
+import {
+  type ChangeDesc,
+  type Extension,
+  MapMode,
+  RangeSetBuilder,
+  StateEffect,
+  StateField,
+  Text
+} from '@codemirror/state';
 import {
   Decoration,
   type DecorationSet,
@@ -48,7 +56,39 @@ export const setMarksEffect = StateEffect.define<IEditorBundle | null>();
 
 function place(doc: Text, bundle: IEditorBundle): IMarks {
   const diagnostics = diagnosticRanges(doc, bundle.diagnostics, n => doc.line(n).text);
-  const entries = gutterEntries(doc, bundle.lines);
+  return build(diagnostics, gutterEntries(doc, bundle.lines));
+}
+
+/**
+ * Marks after an edit: each follows its line; a mark whose line start was
+ * deleted (the line removed, or the whole source replaced) is dropped rather
+ * than piled onto a neighbouring line.
+ */
+function mapMarks(marks: IMarks, changes: ChangeDesc, doc: Text): IMarks {
+  const lineStart = (pos: number): number | null => {
+    const mapped = changes.mapPos(pos, -1, MapMode.TrackDel);
+    return mapped !== null && doc.lineAt(mapped).from === mapped ? mapped : null;
+  };
+  const diagnostics: IDiagnosticRange[] = [];
+  for (const d of marks.diagnostics) {
+    const lineFrom = lineStart(d.lineFrom);
+    if (lineFrom !== null) {
+      const line = doc.lineAt(lineFrom);
+      const from = Math.min(changes.mapPos(d.from, -1), line.to);
+      diagnostics.push({ ...d, line: line.number, lineFrom, from: Math.max(from, lineFrom), to: line.to });
+    }
+  }
+  const entries: IGutterEntry[] = [];
+  for (const e of marks.entries) {
+    const lineFrom = lineStart(e.lineFrom);
+    if (lineFrom !== null) {
+      entries.push({ ...e, line: doc.lineAt(lineFrom).number, lineFrom });
+    }
+  }
+  return diagnostics.length || entries.length ? build(diagnostics, entries) : EMPTY;
+}
+
+function build(diagnostics: IDiagnosticRange[], entries: IGutterEntry[]): IMarks {
   const builder = new RangeSetBuilder<Decoration>();
   // line decorations first at each position, then marks, as RangeSetBuilder wants them sorted
   const items: { from: number; to: number; deco: Decoration }[] = [];
@@ -102,17 +142,7 @@ const marksField = StateField.define<IMarks>({
     if (!tr.docChanged || marks === EMPTY) {
       return marks;
     }
-    const map = (pos: number) => tr.changes.mapPos(pos);
-    return {
-      diagnostics: marks.diagnostics.map(d => ({
-        ...d,
-        from: map(d.from),
-        to: map(d.to),
-        lineFrom: map(d.lineFrom)
-      })),
-      entries: marks.entries.map(e => ({ ...e, lineFrom: map(e.lineFrom) })),
-      decorations: marks.decorations.map(tr.changes)
-    };
+    return mapMarks(marks, tr.changes, tr.state.doc);
   },
   provide: field => EditorView.decorations.from(field, marks => marks.decorations)
 });

@@ -181,7 +181,22 @@ test('fixture data: gutter, hover card, Triton highlighting, nothing drawn witho
   expect(await cellMime(page, 1)).toBe('text/x-c++src');
   expect(await cellMime(page, 2)).toBe('text/x-ipython');
 
-  // editing the first line re-highlights: cuda -> triton
+  // an edit above a mark moves it with its line
+  await page.evaluate(() => {
+    const app = (window as any).jupyterapp;
+    const model = app.shell.currentWidget.content.widgets[1].model;
+    const src = model.sharedModel.getSource() as string;
+    const at = src.indexOf('\n') + 1;
+    model.sharedModel.updateSource(at, at, '// an added line\n');
+  });
+  await expect(cuda.locator('.jp-ktune-diag-line.jp-ktune-diag-warning')).toHaveAttribute(
+    'data-ktune-line',
+    '4'
+  );
+  await expect(markers).toHaveCount(4);
+
+  // replacing the whole source drops the marks (nothing piles up on line 1), and the
+  // new first line re-highlights: cuda -> triton
   await page.evaluate(() => {
     const app = (window as any).jupyterapp;
     const model = app.shell.currentWidget.content.widgets[1].model;
@@ -189,6 +204,7 @@ test('fixture data: gutter, hover card, Triton highlighting, nothing drawn witho
     model.sharedModel.setSource(src.replace('--backend cuda', '--backend triton'));
   });
   expect(await cellMime(page, 1)).toBe('text/x-ipython');
+  await expect(markers).toHaveCount(0);
   await page.screenshot({ path: `${SHOTS}/fixture-after-kernel-change.png` });
   expect(errors).toEqual([]);
 });
