@@ -45,7 +45,8 @@ def _timing_rows(r: RunResult) -> list[str]:
         return []
     t, p = m.timing, m.provenance
     lo, hi = t.median_ci_ms()
-    rows = [_row("GPU time", f"<b>{fmt_time(t.median_ms)}</b> median &nbsp;·&nbsp; IQR "
+    label = "Host time" if "host time" in t.method else "GPU time"
+    rows = [_row(label, f"<b>{fmt_time(t.median_ms)}</b> median &nbsp;·&nbsp; IQR "
                  f"{fmt_time(t.iqr_ms)} &nbsp;·&nbsp; 95% CI of median [{fmt_time(lo)}, "
                  f"{fmt_time(hi)}] &nbsp;·&nbsp; min {fmt_time(t.min_ms)} &nbsp;·&nbsp; n = {t.n}")]
     rates = []

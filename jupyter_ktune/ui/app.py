@@ -38,6 +38,8 @@ def _badge(r: RunResult) -> str:
     else:
         colour, text = ("#cf222e" if r.status.failed else "#57606a"), r.status.value
     med = f" · {r.median_ms * 1e3:.2f} µs" if r.median_ms is not None else ""
+    if med and r.measurement is not None and "host time" in r.measurement.timing.method:
+        med += " host time (not GPU)"
     return (f"<span style='background:{colour};color:white;border-radius:10px;"
             f"padding:2px 10px'>{text}</span><b>{med}</b>")
 
