@@ -125,9 +125,10 @@ class TuningSession:
             while self._state.wanted is None and not self._state.closed:
                 self._busy = False
                 self._cv.notify_all()
-                self._cv.wait(0.5)
-                if self._state.wanted is None and self.prefetch and self._prefetch_one():
+                # prefetch at once: during a drag the next request comes within ~100 ms
+                if self.prefetch and self._prefetch_one():
                     continue
+                self._cv.wait(0.5)
             if self._state.closed:
                 return None
             wanted, self._state.wanted = self._state.wanted, None

@@ -208,11 +208,17 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     The result holds the static report plus, where a device is present, the loaded kernel, so a
     later run of the same config starts at once.
     """
-    result = run_variant(spec.with_options(static_only=True), config)
     backend = get_backend(spec.backend)
     device = backend.device()
-    if not device.available or result.status is not Status.CANNOT_RUN:
-        return result
+    if not device.available:
+        return run_variant(spec.with_options(static_only=True), config)
+    # On a device the static report is only started (nvcc runs in the thread pool, cached for the
+    # later run); the worker's time goes to loading the runtime variant, which the run needs.
+    static_key = (spec.source_hash, spec.options.arch, config)
+    if static_key not in _statics:
+        _statics[static_key] = _static_pool.submit(_static, backend, spec, config)
+    result = RunResult(name=spec.name, backend=spec.backend, config=dict(config),
+                       status=Status.CANNOT_RUN, device=device.name)
     key = (spec.source_hash, config)
     try:
         _variants[key] = _variants.get(key) or backend.compile(spec, config)
