@@ -121,6 +121,9 @@ def main() -> None:
     print("\nlatency from control change to panel data updated (kernel's own device time excluded)")
     print(f"cached CUDA variant     {stats([overhead(r) for r in cached])}")
     print(f"  (including device)    {stats([r['panel_s'] for r in cached])}")
+    phases = {k: np.median([r["phases_ms"].get(k, 0) for r in cached])
+              for k in (cached[0]["phases_ms"] if cached else {})}
+    print("  worker phases (median ms): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
     print(f"drag, served requests   {stats([overhead(r) for r in drag if r['current']])}")
     print(f"drag single steps precompiled: {sum(hits)}/{len(hits)} "
           f"({100 * sum(hits) / max(len(hits), 1):.0f}%), stale deliveries "

@@ -23,7 +23,7 @@ from jupyter_ktune.spec import parse_cell
 SIZE = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
 NB = Path(__file__).parent.parent / "examples" / "matmul_triton.ipynb"
 CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
-           dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
+           dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
            dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=3)]
 
 

@@ -229,6 +229,7 @@ class RunResult:
     device: str = ""
     diagnostics: tuple[Any, ...] = ()
     launch: Mapping[str, Any] = field(default_factory=dict)
+    phases_ms: Mapping[str, float] = field(default_factory=dict)  # worker host time per phase
 
     @property
     def median_ms(self) -> float | None:

@@ -125,7 +125,7 @@ class KernelPanel:
                                    "precompiled": d.precompiled, "status": r.status.value,
                                    "delivered_s": d.latency_s,
                                    "panel_s": time.perf_counter() - d.requested_at,
-                                   "device_ms": spent})
+                                   "device_ms": spent, "phases_ms": dict(r.phases_ms)})
 
     @property
     def result(self) -> RunResult | None:
