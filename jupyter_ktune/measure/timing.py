@@ -126,6 +126,26 @@ def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: b
 _spent: list[float] = []  # device ms of every event-timed run of the measurement in progress
 
 
+def _flush_ms(timer: DeviceTimer) -> float:
+    """Device time of one L2 flush (median of 5), measured once per timer and kept on it."""
+    cached = getattr(timer, "_ktune_flush_ms", None)
+    if cached is None:
+        times = []
+        for _ in range(5):
+            start, end = timer.new_event(), timer.new_event()
+            timer.record(start)
+            timer.flush_l2()
+            timer.record(end)
+            times.append((start, end))
+        timer.synchronize()
+        cached = float(np.median([timer.elapsed_ms(s, e) for s, e in times]))
+        try:
+            timer._ktune_flush_ms = cached  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    return cached
+
+
 def _host_launch_us(launch: Callable[[], None], timer: DeviceTimer, n: int = 20) -> float:
     """Median host time of one launch *call* (enqueue cost), a host-side number by design."""
     costs = []
@@ -161,8 +181,10 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     launch()
     timer.synchronize()
     estimate = float(np.median(_timed_runs(launch, timer, 5, flush)[0]))
-    per_run = max(estimate, 1e-4)
-    warmup = int(min(max(math.ceil(plan.warmup_ms / per_run), 1), 1000))
+    # Each run also pays for its flush (about 65 us for 256 MiB on the H200): count it, or a
+    # 20 us kernel would spend 4x its budget on flushes.
+    per_run = max(estimate, 1e-4) + (_flush_ms(timer) if flush else 0.0)
+    warmup = int(min(max(math.ceil(min(plan.warmup_ms, plan.budget_ms) / per_run), 1), 1000))
     _timed_runs(launch, timer, warmup, flush)
     no_cupti = timer.kernel_clock() if plan.kernel_clock else "not requested"
     use_cupti = no_cupti is None
@@ -179,7 +201,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
         events.extend(ev)
         times.extend(kt if use_cupti and kt is not None else ev)
-        spent_ms += sum(ev)
+        spent_ms += sum(ev) + (per_run - max(estimate, 1e-4)) * len(ev)
         arr = np.asarray(times)
         if len(times) >= plan.max_runs:
             break
