@@ -61,7 +61,7 @@ def test_median_and_spread_come_from_the_device_clock():
     assert timing.median_ms == pytest.approx(0.5, rel=0.01)
     assert 0 < timing.iqr_ms < 0.02
     assert timing.n >= 10
-    assert timing.method.startswith("fake events around each launch minus the empty-kernel floor")
+    assert timing.method.startswith("fake events around each launch minus the event overhead")
     assert timing.event_floor_ms == 0.0  # the fake's empty kernel takes no time
 
 
@@ -138,6 +138,14 @@ def test_the_empty_kernel_floor_is_subtracted_and_the_raw_times_kept():
     assert timing.event_floor_ms == pytest.approx(0.003)
     assert timing.median_ms == pytest.approx(0.047)
     assert timing.event_median_ms == pytest.approx(0.050)
-    assert "minus the empty-kernel floor (3.00 us" in timing.method
+    assert "minus the event overhead 3.00 us (empty-kernel floor 3.00 us" in timing.method
     raw = time_kernel(t.launch, t, TimingPlan(budget_ms=20, subtract_floor=False))
     assert raw.median_ms == pytest.approx(0.050) and raw.event_times_ms is None
+
+
+def test_the_empty_kernels_own_run_is_added_back_from_graph_replay():
+    t = FakeTimer(kernel_ms=0.050, graph=0.001)   # graph replay: 1 us per empty launch
+    t.empty_ms = 0.003
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
+    assert timing.median_ms == pytest.approx(0.048)   # 50 - (3 - 1)
+    assert "less its own run, 1.00 us by graph replay" in timing.method

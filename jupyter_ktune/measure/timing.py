@@ -14,7 +14,8 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
 5. For kernels shorter than ``graph_below_ms`` also replay a CUDA graph of back-to-back launches
    and report the per-launch time (warm cache, no launch gaps): the floor a fused pipeline sees.
 6. The host cost of one launch call is measured apart and labelled host time, never GPU time.
-7. An empty kernel is timed the same way, and its median is subtracted from every run: events
+7. An empty kernel is timed the same way, and its median, less the empty kernel's own run
+   time (graph replay), is subtracted from every run: events
    bracket the stream's front-end work too (event write, launch of a queued kernel), a constant
    of about 3 us on the H200 that is 6% of a 50 us kernel. With the subtraction the medians
    agreed with ncu's gpu__time_duration to within 1% at 48 us and 775 us (bench/results/
@@ -211,8 +212,12 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             break
 
     floor_ms = float(np.median(_timed_runs(timer.empty_launch, timer, 51, flush)[0]))
+    # The floor holds the empty kernel's own run too, which the user's kernel also has: add
+    # back its per-launch time from graph replay (back-to-back, no front-end gaps).
+    empty_ms = timer.graph_ms(timer.empty_launch, 100) if plan.subtract_floor else None
+    overhead_ms = max(floor_ms - (empty_ms or 0.0), 0.0)
     if not use_cupti and plan.subtract_floor:
-        times = [max(t - floor_ms, 0.0) for t in events]
+        times = [max(t - overhead_ms, 0.0) for t in events]
     median = float(np.median(times))
     graph_ms = None
     if median < plan.graph_below_ms:
@@ -225,8 +230,10 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         clock = (f"{timer.name} events around each launch"
                  + ("" if not plan.kernel_clock else f" ({no_cupti})"))
         if plan.subtract_floor:
-            clock += (f" minus the empty-kernel floor ({floor_ms * 1e3:.2f} us, median of 51 "
-                      "runs of the same protocol)")
+            own = (f" less its own run, {empty_ms * 1e3:.2f} us by graph replay"
+                   if empty_ms else "")
+            clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
+                      f"{floor_ms * 1e3:.2f} us, median of 51 runs of the same protocol{own})")
     method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}"
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
                   event_times_ms=(np.asarray(events, dtype=np.float64)
