@@ -20,10 +20,29 @@ from jupyter_ktune.spec import KernelSpec, parse_cell
 _panels: dict[str, Any] = {}  # kernel name -> its live panel; a re-run cell replaces its own
 
 
+def _load_bokehjs() -> None:
+    """Load BokehJS once per kernel, inline (never from a CDN), core component only.
+
+    ``output_notebook(INLINE)`` would store every component (widgets, tables, GL, MathJax: 3.9 MB)
+    twice in the notebook, once per MIME type; the panel draws with core Bokeh alone, and
+    jupyter_bokeh's renderer needs only the ``bokehjs_load`` bundle: 1.3 MB, once.
+    """
+    from bokeh.io import output_notebook
+    from bokeh.resources import Resources
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        output_notebook(Resources(mode="inline", components=["bokeh"]), hide_banner=True)
+    for out in captured.outputs:
+        if "application/vnd.bokehjs_load.v0+json" in out.data:
+            display({"application/vnd.bokehjs_load.v0+json":
+                     out.data["application/vnd.bokehjs_load.v0+json"], "text/plain": ""},
+                    metadata=out.metadata, raw=True)
+
+
 def _panel(spec: KernelSpec) -> Any:
     """Start a tuning session for the cell and return its live panel (first result shown)."""
-    from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
 
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
@@ -41,7 +60,7 @@ def _panel(spec: KernelSpec) -> Any:
     if old is not None:
         old.session.close()
     if not _panels:
-        output_notebook(INLINE, hide_banner=True)  # BokehJS inline, never from a CDN
+        _load_bokehjs()
     session = TuningSession(spec, worker, limits)
     panel = KernelPanel(session, choose_config(spec, None, limits),
                         device_ceilings(worker, device))
