@@ -70,11 +70,21 @@ class TimingPanel:
     def add(self, r: RunResult, current: bool) -> None:
         """Append one delivery to the history (stale ones drawn faint)."""
         med = r.median_ms
-        self.hist.stream({"i": [len(self.hist.data["i"]) + 1],
-                          "us": [med * 1e3 if med is not None else float("nan")],
-                          "config": [_label(r.config)], "status": [r.status.value],
-                          "colour": [_STATUS_COLOUR.get(r.status, "#57606a")],
-                          "alpha": [1.0 if current else 0.35]}, rollover=500)
+        row = {"i": len(self.hist.data["i"]) + 1,
+               "us": med * 1e3 if med is not None else float("nan"),
+               "config": _label(r.config), "status": r.status.value,
+               "colour": _STATUS_COLOUR.get(r.status, "#57606a"), "alpha": 1.0 if current else 0.35}
+        # Whole-column assignment, not stream(): a patch sent before the browser view existed
+        # (the first result arrives before the panel is displayed) was lost, so the first
+        # variant never showed (seen in JupyterLab and Notebook 7). 500 rows at most.
+        self.hist.data = {k: (list(v) + [row[k]])[-500:] for k, v in self.hist.data.items()}
+        ys = [y for y in self.hist.data["us"] if y == y]
+        h = self.figures[1]
+        if ys:
+            lo, hi = min(ys), max(ys)
+            pad = (hi - lo) * 0.08 or hi * 0.05 or 1.0
+            h.y_range.start, h.y_range.end = lo - pad, hi + pad
+        h.x_range.start, h.x_range.end = 0.5, len(self.hist.data["i"]) + 0.5
 
 
 class HeatmapPanel:
