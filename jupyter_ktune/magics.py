@@ -7,10 +7,10 @@ Compiler messages also go to the cell editor as marks (:mod:`jupyter_ktune.edito
 
 from __future__ import annotations
 
+from typing import Any
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
-
-from typing import Any
 
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.editor import show_editor_marks
@@ -43,7 +43,6 @@ def _load_bokehjs() -> None:
 
 def _panel(spec: KernelSpec) -> Any:
     """Start a tuning session for the cell and return its live panel (first result shown)."""
-
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.measure.ceilings import device_ceilings

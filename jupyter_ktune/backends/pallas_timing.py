@@ -29,46 +29,15 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.measure.stats import relative_ci_halfwidth
-from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+from jupyter_ktune.measure.timing import HostClock, TimingPlan, time_kernel
 from jupyter_ktune.results import Timing
 
 
-class HostTimer:
+class HostTimer(HostClock):
     """The host clock, for devices whose kernel time cannot be read (interpret mode, TPU)."""
 
-    l2_flush_bytes = 0
-
     def __init__(self, name: str):
-        self.name = name
-
-    def synchronize(self) -> None:
-        """Nothing to wait for: the timed call already waited."""
-
-    def new_event(self) -> list[float]:
-        """Return an empty host 'event'."""
-        return []
-
-    def record(self, event: list[float]) -> None:
-        """Stamp the host clock."""
-        event.append(time.perf_counter())
-
-    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
-        """Host milliseconds between two stamps."""
-        return (end[0] - start[0]) * 1e3
-
-    def flush_l2(self) -> None:
-        """No flush: there is no device cache to flush in interpret mode."""
-
-    def graph_ms(self, launch: Any, launches: int) -> None:
-        """No graphs on the host."""
-        return None
-
-    def kernel_clock(self) -> str:
-        """No kernel clock: say why."""
-        return "no device kernel clock for this device"
-
-    def empty_launch(self) -> None:
-        """Nothing is launched, so there is no floor to measure."""
+        super().__init__(name, "no device kernel clock for this device")
 
     def time(self, bound: Any, plan: TimingPlan) -> Timing:
         """Time ``bound`` with the shared protocol on the host clock, labelled as host time."""

@@ -28,7 +28,6 @@ import os
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -40,6 +39,7 @@ import numpy as np
 from jupyter_ktune.backends import triton_static as ts
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
+from jupyter_ktune.measure.timing import HostClock
 from jupyter_ktune.measure.verify import poison
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -226,42 +226,6 @@ def to_numpy(tensor: Any, dtype: np.dtype) -> np.ndarray:
         raw = host.view(torch.uint8 if host.element_size() == 1 else torch.int16).numpy()
         return raw.view(dtype)
     return host.numpy().astype(dtype, copy=False)
-
-
-class _HostTimer:
-    """DeviceTimer for the interpreter: the host clock, and it says so."""
-
-    name = INTERPRETER_TIMER
-    l2_flush_bytes = 0
-
-    def synchronize(self) -> None:
-        """Nothing is queued: the interpreter runs on the calling thread."""
-
-    def new_event(self) -> list[float]:
-        """Return an empty host 'event'."""
-        return []
-
-    def record(self, event: list[float]) -> None:
-        """Stamp the host clock."""
-        event.append(time.perf_counter())
-
-    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
-        """Host milliseconds between two stamps."""
-        return (end[0] - start[0]) * 1e3
-
-    def flush_l2(self) -> None:
-        """No cache to flush on the interpreter."""
-
-    def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
-        """No CUDA graphs on the interpreter."""
-        return None
-
-    def kernel_clock(self) -> str | None:
-        """No CUPTI on the interpreter."""
-        return "no GPU: the Triton interpreter runs on the host"
-
-    def empty_launch(self) -> None:
-        """An empty call: the host floor of the protocol's own bookkeeping."""
 
 
 # -- variants --------------------------------------------------------------------------------
@@ -492,7 +456,8 @@ class TritonBackend:
 
     def _aot_compile(self, spec: KernelSpec, config: Config) -> Any:
         """Compile for ``spec.options.arch`` without a GPU; shared by the static report and
-        ``compile`` (one compile per variant and argument types)."""
+        ``compile`` (one compile per variant and argument types).
+        """
         sig = check_cell(spec)
         module = self._module(spec)
         kernel = getattr(module, spec.name)
@@ -556,7 +521,7 @@ class TritonBackend:
     @cached_property
     def _timer(self) -> Any:
         if self.interpret:
-            return _HostTimer()
+            return HostClock(INTERPRETER_TIMER, "no GPU: the Triton interpreter runs on the host")
         limits = self.device().limits
         return TorchTimer(max(256 << 20, 4 * limits.get("L2_BYTES", 0)),
                           limits.get("SM_COUNT", 132))

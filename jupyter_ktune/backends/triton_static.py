@@ -103,7 +103,8 @@ class AotRequest:
     def run(self) -> AotKernel | CompileFailure:
         """Compile here; in a process that imported triton for its interpreter, use
         :func:`run_in_subprocess` instead (the interpreter swaps triton.language's own jit
-        helpers such as ``tl.cdiv`` for interpreted ones, which the compiler cannot lower)."""
+        helpers such as ``tl.cdiv`` for interpreted ones, which the compiler cannot lower).
+        """
         import importlib.util
 
         import triton
@@ -194,7 +195,7 @@ def _root_cause(err: BaseException) -> str:
 
 
 def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
-    """Per-function REG/STACK/SHARED/LOCAL from ``cuobjdump -res-usage`` (the cubin's own numbers)."""
+    """Read per-function REG/STACK/SHARED/LOCAL from ``cuobjdump -res-usage`` (the cubin's)."""
     with tempfile.TemporaryDirectory(prefix="ktune-triton-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)

@@ -73,6 +73,49 @@ class DeviceTimer(Protocol):
         """Enqueue an empty kernel: timed like the user's, it shows what the events add."""
 
 
+class HostClock:
+    """DeviceTimer over the host clock, for runtimes with no device clock (interpreters, TPU).
+
+    Its ``name`` must say "host time" so every number it produces is labelled as such; nothing
+    is flushed and no floor is subtracted.
+    """
+
+    l2_flush_bytes = 0
+
+    def __init__(self, name: str, no_kernel_clock: str = "no device kernel clock here"):
+        self.name = name
+        self._why = no_kernel_clock
+
+    def synchronize(self) -> None:
+        """Nothing is queued: the timed call already waited."""
+
+    def new_event(self) -> list[float]:
+        """Return an empty host 'event'."""
+        return []
+
+    def record(self, event: list[float]) -> None:
+        """Stamp the host clock."""
+        event.append(time.perf_counter())
+
+    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
+        """Host milliseconds between two stamps."""
+        return (end[0] - start[0]) * 1e3
+
+    def flush_l2(self) -> None:
+        """No device cache to flush."""
+
+    def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
+        """No CUDA graphs on the host."""
+        return None
+
+    def kernel_clock(self) -> str | None:
+        """No kernel clock: say why."""
+        return self._why
+
+    def empty_launch(self) -> None:
+        """Nothing to launch: the floor is the protocol's own bookkeeping."""
+
+
 @dataclass(frozen=True)
 class TimingPlan:
     """Knobs of the protocol; the defaults are what the panel uses for one slider step."""
@@ -222,8 +265,12 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     graph_ms = None
     if median < plan.graph_below_ms:
         graph_ms = timer.graph_ms(launch, plan.graph_launches)
-    flush_txt = ("warm L2 (no flush)" if not flush
-                 else f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)")
+    if not timer.l2_flush_bytes:
+        flush_txt = "no L2 flush (no device cache here)"
+    elif not flush:
+        flush_txt = "warm L2 (no flush)"
+    else:
+        flush_txt = f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)"
     if use_cupti:
         clock = "CUPTI kernel records (the kernel's own GPU start/end)"
     else:

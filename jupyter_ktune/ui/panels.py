@@ -134,7 +134,8 @@ class HeatmapPanel:
         self.mapper.high = max(finite) if finite and max(finite) > min(finite) else (
             (finite[0] * 1.01 + 1e-9) if finite else 1.0)
         self.source.data = {"x": [k[0] for k in keys], "y": [k[1] for k in keys],
-                            **{c: [self.cells[k][c] for k in keys] for c in ("us", "config", "text")}}
+                            **{c: [self.cells[k][c] for k in keys]
+                               for c in ("us", "config", "text")}}
 
     def config_at(self, index: int) -> dict[str, Any]:
         """The (partial) config of the tapped cell, typed like the Space's values."""
