@@ -20,7 +20,7 @@ import ipywidgets as w
 from bokeh.layouts import gridplot
 from jupyter_bokeh.widgets import BokehModel
 
-from jupyter_ktune.render import run_result_html
+from jupyter_ktune.render import run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.space import Config
@@ -139,5 +139,7 @@ class KernelPanel:
         bundle = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
         snapshot = run_result_html(self.current) if self.current else "<i>ktune panel</i>"
         bundle.setdefault("text/html", snapshot)
+        if self.current is not None:  # a terminal or a text-only view gets the one-line result
+            bundle["text/plain"] = run_result_text(self.current)
         return bundle
 
