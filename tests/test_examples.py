@@ -36,3 +36,14 @@ def test_quickstart_runs_and_shows_a_result():
         assert "128-bit global loads: 1" in text  # VEC=4 really loads 16 bytes per thread
     else:
         assert "correct" in text and "median" in text
+
+
+def test_swizzle_banks_runs_and_shows_the_analytic_conflicts():
+    nb = nbformat.read(EXAMPLES / "swizzle_banks.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(EXAMPLES)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    text = _outputs(nb)
+    assert "none: column read is 32-way" in text and "128B: column read is 4-way" in text
+    assert "transpose [SWIZZLE=none TILE=32]" in text
