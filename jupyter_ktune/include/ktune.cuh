@@ -11,9 +11,9 @@
 // The Python mirror of every function here is jupyter_ktune/swizzle.py; the
 // tests compare the two value by value.
 //
-// Profiling scopes (`KT_SCOPE(name)`) are not defined here yet: they will live
-// in this header, in a section after the tile helpers, once the profiler that
-// reads them exists. Nothing stands in for them until then.
+// Profiling scopes (`KT_PROFILE_KERNEL()`, `KT_SCOPE(name)`, `KT_BEGIN`/`KT_END`)
+// live in their own section at the end of this file; they compile to nothing
+// unless the backend defines KT_PROFILE.
 
 #ifndef KTUNE_CUH
 #define KTUNE_CUH
@@ -148,5 +148,211 @@ KT_HD constexpr void grouped_tile(int pid, int num_pid_m, int num_pid_n,
 }
 
 }  // namespace kt
+
+// ===========================================================================
+// BEGIN KT_SCOPE section (cycle breakdown; issue 5). Owned by the profiler:
+// jupyter_ktune/measure/profile_cuda.py reads what this writes. Keep edits to
+// the tile helpers above this block.
+// ===========================================================================
+//
+//     __global__ void k(...) {
+//       KT_PROFILE_KERNEL();               // first statement of the kernel
+//       { KT_SCOPE("load"); ... }          // a scope lasts until the end of its block
+//       KT_BEGIN("mma"); ...; KT_END("mma");
+//     }
+//
+// Without KT_PROFILE every macro expands to nothing: the kernel's SASS is the
+// same as without the scopes (tests/test_breakdown_cuda.py checks it).
+//
+// With KT_PROFILE (the backend's "profile" request defines it), lane 0 of each
+// sampled warp of each sampled block stores {tag, low 32 bits of %clock64} per
+// scope edge into shared memory; when the kernel returns, that lane copies its
+// records to the global buffer `kt_profile_out` (set by the backend) with
+// %smid and a (%globaltimer, %clock64) pair taken at the warp's start and end,
+// so the host aligns each warp on the global timer and converts cycles with
+// the SM clock it measured. No block-wide barrier is used, so kernels whose
+// threads return early still work (a warp whose lane 0 returned early records
+// nothing). KT_SCOPE must appear in the kernel body after KT_PROFILE_KERNEL(),
+// not in a helper function (the trace lives in a local variable).
+//
+// Sampling (define to override; the backend passes them as -D flags):
+//   KT_PROFILE_BLOCK_STRIDE  trace blocks whose linear id % stride == 0  (1)
+//   KT_PROFILE_MAX_BLOCKS    ... and whose id / stride is below this     (256)
+//   KT_PROFILE_WARP_STRIDE   trace warps whose index % stride == 0       (1)
+//   KT_PROFILE_WARPS         ... at most this many warps per block       (8)
+//   KT_PROFILE_EVENTS        records per traced warp (more are dropped)  (64)
+//
+// Global layout (unsigned int words): one slot per (sampled block, sampled
+// warp), KT_PROFILE_SLOT_WORDS each: a 12-word header
+//   [0] block+1 (0: slot unused) [1] warp [2] smid [3] records [4] dropped
+//   [5,6] globaltimer at start (lo, hi) [7,8] globaltimer at end (lo, hi)
+//   [9] clock at start [10] clock at end [11] 0x4B54 ("KT")
+// then KT_PROFILE_EVENTS {tag, clock} pairs. tag = 31-bit FNV-1a of the name,
+// bit 31 set for a scope's end.
+
+#ifndef KT_PROFILE_EVENTS
+#define KT_PROFILE_EVENTS 64
+#endif
+#ifndef KT_PROFILE_WARPS
+#define KT_PROFILE_WARPS 8
+#endif
+#ifndef KT_PROFILE_WARP_STRIDE
+#define KT_PROFILE_WARP_STRIDE 1
+#endif
+#ifndef KT_PROFILE_BLOCK_STRIDE
+#define KT_PROFILE_BLOCK_STRIDE 1
+#endif
+#ifndef KT_PROFILE_MAX_BLOCKS
+#define KT_PROFILE_MAX_BLOCKS 256
+#endif
+#define KT_PROFILE_HEADER_WORDS 12
+#define KT_PROFILE_SLOT_WORDS (KT_PROFILE_HEADER_WORDS + 2 * KT_PROFILE_EVENTS)
+
+#define KT_CAT_(a, b) a##b
+#define KT_CAT(a, b) KT_CAT_(a, b)
+
+namespace kt {
+namespace prof {
+
+// 31-bit FNV-1a of a scope name; jupyter_ktune/measure/profile_cuda.py has the same.
+KT_HD constexpr unsigned int fnv(const char* s) {
+  unsigned int h = 2166136261u;
+  while (*s) {
+    h = (h ^ (unsigned int)(unsigned char)(*s++)) * 16777619u;
+  }
+  return h & 0x7fffffffu;
+}
+
+// Forces the hash to be a compile-time constant (a template argument).
+template <unsigned int V>
+struct Const {
+  static constexpr unsigned int value = V;
+};
+
+}  // namespace prof
+}  // namespace kt
+
+#if defined(KT_PROFILE) && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
+
+extern "C" {
+// Set by the backend before the launch: KT_PROFILE_MAX_BLOCKS * KT_PROFILE_WARPS slots.
+__device__ unsigned int* kt_profile_out;
+}
+
+namespace kt {
+namespace prof {
+
+KT_DEVICE_INLINE unsigned int clock32() {
+  unsigned long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+  return (unsigned int)c;
+}
+
+KT_DEVICE_INLINE unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
+KT_DEVICE_INLINE unsigned int smid() {
+  unsigned int s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+
+KT_DEVICE_INLINE unsigned int* smem() {
+  __shared__ unsigned int records[KT_PROFILE_WARPS * 2 * KT_PROFILE_EVENTS];
+  return records;
+}
+
+// One warp's trace; only lane 0 of a sampled warp in a sampled block holds a buffer.
+struct Trace {
+  unsigned int* buf;  // this warp's shared records, or null
+  unsigned int n, dropped, block, warp, clk0;
+  unsigned long long gt0;
+
+  KT_DEVICE_INLINE Trace() : buf(nullptr), n(0), dropped(0), block(0), warp(0), clk0(0), gt0(0) {
+    const unsigned int tid =
+        threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    warp = tid >> 5;
+    const unsigned int wslot = warp / KT_PROFILE_WARP_STRIDE;
+    if ((tid & 31u) == 0u && block % KT_PROFILE_BLOCK_STRIDE == 0u &&
+        block / KT_PROFILE_BLOCK_STRIDE < KT_PROFILE_MAX_BLOCKS &&
+        warp % KT_PROFILE_WARP_STRIDE == 0u && wslot < KT_PROFILE_WARPS &&
+        kt_profile_out != nullptr) {
+      buf = smem() + wslot * 2u * KT_PROFILE_EVENTS;
+      gt0 = globaltimer();
+      clk0 = clock32();
+    }
+  }
+
+  KT_DEVICE_INLINE void record(unsigned int tag) {
+    if (buf != nullptr) {
+      const unsigned int c = clock32();
+      if (n < KT_PROFILE_EVENTS) {
+        buf[2u * n] = tag;
+        buf[2u * n + 1u] = c;
+        ++n;
+      } else {
+        ++dropped;
+      }
+    }
+  }
+
+  KT_DEVICE_INLINE ~Trace() {
+    if (buf == nullptr) return;
+    const unsigned int clk1 = clock32();
+    const unsigned long long gt1 = globaltimer();
+    const unsigned int slot = (block / KT_PROFILE_BLOCK_STRIDE) * KT_PROFILE_WARPS +
+                              warp / KT_PROFILE_WARP_STRIDE;
+    unsigned int* out = kt_profile_out + (unsigned long long)slot * KT_PROFILE_SLOT_WORDS;
+    for (unsigned int i = 0; i < 2u * n; ++i) out[KT_PROFILE_HEADER_WORDS + i] = buf[i];
+    out[1] = warp;
+    out[2] = smid();
+    out[3] = n;
+    out[4] = dropped;
+    out[5] = (unsigned int)gt0;
+    out[6] = (unsigned int)(gt0 >> 32);
+    out[7] = (unsigned int)gt1;
+    out[8] = (unsigned int)(gt1 >> 32);
+    out[9] = clk0;
+    out[10] = clk1;
+    out[11] = 0x4B54u;
+    __threadfence();
+    out[0] = block + 1u;
+  }
+};
+
+// RAII scope: records its begin on construction and its end on destruction.
+struct Scope {
+  Trace& t;
+  unsigned int tag;
+  KT_DEVICE_INLINE Scope(Trace& trace, unsigned int tg) : t(trace), tag(tg) { t.record(tag); }
+  KT_DEVICE_INLINE ~Scope() { t.record(tag | 0x80000000u); }
+};
+
+}  // namespace prof
+}  // namespace kt
+
+#define KT_PROFILE_KERNEL() ::kt::prof::Trace kt_trace_
+#define KT_SCOPE(name)                                  \
+  ::kt::prof::Scope KT_CAT(kt_scope_, __LINE__)(kt_trace_, \
+                                              ::kt::prof::Const<::kt::prof::fnv(name)>::value)
+#define KT_BEGIN(name) kt_trace_.record(::kt::prof::Const<::kt::prof::fnv(name)>::value)
+#define KT_END(name) \
+  kt_trace_.record(::kt::prof::Const<::kt::prof::fnv(name)>::value | 0x80000000u)
+
+#else  // profiling off: nothing at all
+
+#define KT_PROFILE_KERNEL() ((void)0)
+#define KT_SCOPE(name) ((void)0)
+#define KT_BEGIN(name) ((void)0)
+#define KT_END(name) ((void)0)
+
+#endif  // KT_PROFILE
+// ===========================================================================
+// END KT_SCOPE section
+// ===========================================================================
 
 #endif  // KTUNE_CUH

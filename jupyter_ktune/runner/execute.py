@@ -283,3 +283,35 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
 def device_info(backend_name: str) -> DeviceInfo:
     """Return the backend's device description (worker side)."""
     return get_backend(backend_name).device()
+
+
+def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> Any:
+    """Cycle breakdown of one variant (worker side): its scopes, or with ``lines`` ncu's samples.
+
+    Returns a :class:`~jupyter_ktune.measure.breakdown.Breakdown`; raises with the reason when
+    this backend or machine cannot produce one (the worker answers it as an error).
+    """
+    from jupyter_ktune.measure import profile_ncu
+    from jupyter_ktune.measure.breakdown import Breakdown
+
+    backend = get_backend(spec.backend)
+    device = backend.device()
+    if not device.available:
+        raise CannotRun(f"[ktune] no cycle breakdown here: {device.reason}")
+    if lines:
+        why = profile_ncu.ncu_status()
+        if why:
+            return Breakdown.lines_only(spec.name, {}, "ncu", notes=(why,))
+        return profile_ncu.profile_ncu(spec, config)
+    host_args = _inputs(spec, config)
+    if spec.backend == "cuda":
+        from jupyter_ktune.measure.profile_cuda import profile_cuda
+
+        return profile_cuda(spec, config, host_args)[0]
+    if spec.backend == "triton":
+        from jupyter_ktune.measure.profile_proton import profile_triton
+
+        bound = backend.compile(spec, config).bind(host_args)
+        return profile_triton(bound, spec.name, math.prod(bound.launch_info()["grid"]))
+    raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend} yet: for "
+                    "Pallas on Mosaic GPU use jupyter_ktune.measure.profile_mosaic")

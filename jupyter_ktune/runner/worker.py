@@ -6,6 +6,8 @@ JAX state must not leak in), in its own session so the client can kill it and it
 
 * ``("run", spec, config)`` -> RunResult (compile, verify, time)
 * ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
+* ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
+  stall samples)
 * ``("device", backend)`` -> DeviceInfo
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
@@ -29,6 +31,7 @@ def _handle(msg: tuple) -> tuple:
         FatalDeviceError,
         compile_variant,
         device_info,
+        profile_variant,
         run_variant,
     )
 
@@ -42,6 +45,8 @@ def _handle(msg: tuple) -> tuple:
         return ("ok", fn(*args, **kwargs))
     if kind == "compile":
         return ("ok", compile_variant(msg[1], msg[2]))
+    if kind == "profile":
+        return ("ok", profile_variant(msg[1], msg[2], bool(msg[3]) if len(msg) > 3 else False))
     if kind == "run":
         try:
             return ("ok", run_variant(msg[1], msg[2]))

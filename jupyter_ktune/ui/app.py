@@ -24,6 +24,7 @@ from jupyter_ktune.render import run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.space import Config
+from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
 
@@ -86,9 +87,11 @@ class KernelPanel:
         figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig, self.swizzle.fig]
         self.plots = BokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
                                          toolbar_location=None))
+        self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         left = w.VBox([self.badge, self.controls.box, self.axis_x, self.axis_y,
-                       self.swizzle_mode], layout=w.Layout(min_width="380px"))
-        self.root = w.VBox([w.HBox([left, self.plots]), self.card])
+                       self.swizzle_mode, self.breakdown.button],
+                      layout=w.Layout(min_width="380px"))
+        self.root = w.VBox([w.HBox([left, self.plots]), self.breakdown.box, self.card])
         session.subscribe(self._deliver)
         self._request(self.controls.values)
 
