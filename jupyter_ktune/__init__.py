@@ -9,6 +9,7 @@ from jupyter_ktune.results import RunResult as RunResult
 from jupyter_ktune.results import Status as Status
 from jupyter_ktune.spec import KernelSpec as KernelSpec
 from jupyter_ktune.spec import parse_cell as parse_cell
+from jupyter_ktune.tune import tune as tune
 
 try:
     from jupyter_ktune._version import __version__ as __version__

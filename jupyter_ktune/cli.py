@@ -8,6 +8,7 @@ like the notebook's earlier cells.
     ktune run kernel.cu --setup inputs.py [--config BLOCK=256] [--json out.json]
     ktune static kernel.cu [--config BLOCK=256]        # no GPU needed
     ktune device                                        # what the worker sees
+    ktune tune kernel.cu --setup inputs.py --strategy greedy --budget 64 --export triton
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", action="append", default=[], help="NAME=value")
         p.add_argument("--json", type=Path, help="also write the result as JSON here")
     sub.add_parser("device")
+    _tune_parser(sub)
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "tune":
+            return _tune(args)
         if args.cmd == "device":
             from jupyter_ktune.runner.client import get_worker
 
@@ -102,6 +106,50 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(_result_json(result), indent=1, default=str))
     return 1 if result.status.failed else 0
+
+
+def _tune_parser(sub: Any) -> None:
+    from jupyter_ktune.tune.export import EXPORTERS
+    from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
+
+    p = sub.add_parser("tune", help="sweep the kernel's space (issue 7)")
+    p.add_argument("file", type=Path)
+    p.add_argument("--setup", type=Path, help="Python file defining inputs/reference")
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=sorted(STRATEGIES))
+    p.add_argument("--budget", type=int, help="configs to evaluate (default: all)")
+    p.add_argument("--store", type=Path, help="SQLite store (default ./.ktune.sqlite)")
+    p.add_argument("--workers", type=int, help="device workers (default: one per GPU)")
+    p.add_argument("--scheduler", help="a Dask scheduler address to fan out to")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--top-k", type=int, default=3, help="re-time this many at the end")
+    p.add_argument("--retime", action="store_true", help="time again what the store has")
+    p.add_argument("--export", choices=sorted(EXPORTERS), help="print the winner as this")
+    p.add_argument("--out", type=Path, help="write the export here instead of stdout")
+    p.add_argument("--quiet", action="store_true", help="no per-config progress lines")
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from jupyter_ktune.tune import TuneOptions, tune
+
+    spec = load_kernel_file(args.file, args.setup)
+
+    def progress(p: Any) -> None:
+        if not args.quiet:
+            print(f"[{p.done}/{p.total}] {p.result.config.label()}: {p.result.status.value}"
+                  + (f" {p.result.median_ms * 1e3:.2f} us" if p.result.median_ms else "")
+                  + (" (stored)" if p.cached else ""), file=sys.stderr)
+
+    opts = TuneOptions(seed=args.seed, top_k=args.top_k, retime=args.retime)
+    report = tune(spec, args.strategy, args.budget, args.store, args.workers, args.scheduler,
+                  progress, options=opts)
+    print(report.summary())
+    if args.export:
+        text = report.export(args.export)
+        if args.out:
+            args.out.write_text(text)
+        else:
+            print(text)
+    return 0 if report.best is not None else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from jupyter_ktune.render import run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.space import Config
+from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
@@ -88,8 +89,9 @@ class KernelPanel:
         self.plots = BokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
                                          toolbar_location=None))
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
+        self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
         left = w.VBox([self.badge, self.controls.box, self.axis_x, self.axis_y,
-                       self.swizzle_mode, self.breakdown.button],
+                       self.swizzle_mode, self.breakdown.button, self.autotune.box],
                       layout=w.Layout(min_width="380px"))
         self.root = w.VBox([w.HBox([left, self.plots]), self.breakdown.box, self.card])
         session.subscribe(self._deliver)
@@ -129,6 +131,11 @@ class KernelPanel:
                                    "delivered_s": d.latency_s,
                                    "panel_s": time.perf_counter() - d.requested_at,
                                    "device_ms": spent, "phases_ms": dict(r.phases_ms)})
+
+    def show_result(self, result: RunResult, current: bool = False) -> None:
+        """Add a result from elsewhere (an autotuning sweep) to the history and heatmap."""
+        now = time.perf_counter()
+        self._deliver(Delivery(result, 0, current, now, now, precompiled=True))
 
     @property
     def result(self) -> RunResult | None:

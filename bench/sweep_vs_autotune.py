@@ -1,0 +1,161 @@
+"""Wall time to the best config: jupyter-ktune's sweep vs ``triton.autotune``, same configs.
+
+The Triton bf16 matmul of examples/matmul_triton.ipynb over 72 configs (BLOCK_M x BLOCK_N x
+BLOCK_K x num_warps x num_stages), each side with its own cold Triton cache. ktune: exhaustive
+sweep (precompile pool on the CPUs, verification on, re-timing of the top 3). Triton: the first
+call of an ``@triton.autotune`` kernel (serial compile + do_bench per config).
+
+    python bench/sweep_vs_autotune.py --size 4096 --out results.json        # on the GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SPACE = ("# ktune: BLOCK_M in [64, 128]; BLOCK_N in [64, 128, 256]; BLOCK_K in [32, 64]\n"
+         "# ktune: GROUP_M in [8]; num_warps in [4, 8]; num_stages in [2, 3, 4]\n"
+         "# ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N); flops = 2 * M * N * K\n")
+KERNEL = '''@triton.jit
+def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+           BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m, num_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    pm = first_m + (pid % group) % size_m
+    pn = (pid % group) // size_m
+    rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a + rm[:, None] * K + rk[None, :]
+    b_ptrs = b + rk[:, None] * N + rn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        x = tl.load(a_ptrs, mask=(rm[:, None] < M) & (k + rk[None, :] < K), other=0.0)
+        y = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, y)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=mask)
+'''
+
+
+def make_io(size: int):
+    """inputs/reference for the worker (the reference uses torch on the GPU when there is one)."""
+    def inputs(M=size, N=size, K=size):
+        import ml_dtypes
+        import numpy as np
+        rng = np.random.default_rng()
+        a = rng.standard_normal((M, K), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal((K, N), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        return dict(a=a, b=b, c=np.empty((M, N), dtype=ml_dtypes.bfloat16), M=M, N=N, K=K)
+
+    def reference(a, b, c, M, N, K):
+        import numpy as np
+        try:
+            import torch
+            if torch.cuda.is_available():
+                ta = torch.from_numpy(a.astype(np.float32)).cuda()
+                tb = torch.from_numpy(b.astype(np.float32)).cuda()
+                return (ta @ tb).cpu().numpy()
+        except ImportError:
+            pass
+        return a.astype(np.float32) @ b.astype(np.float32)
+    return inputs, reference
+
+
+def ktune_sweep(size: int, store: Path, budget_ms: float) -> dict:
+    """Exhaustive ktune sweep with a cold Triton cache; returns times and the winner."""
+    import jupyter_ktune
+    inputs, reference = make_io(size)
+    spec = jupyter_ktune.parse_cell(
+        f"matmul --backend triton --inputs inputs --reference reference --out c "
+        f"--budget-ms {budget_ms}", SPACE + KERNEL, {"inputs": inputs, "reference": reference})
+    t0 = time.perf_counter()
+    report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3)
+    wall = time.perf_counter() - t0
+    best = report.best
+    return {"wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
+            "time_to_best_s": report.time_to_best_s, "configs": report.valid_configs,
+            "counts": report.counts(), "winner": dict(best.config) if best else None,
+            "winner_ms": best.median_ms if best else None, "verdict": report.verdict.text()
+            if report.verdict else None, "info": dict(report.info),
+            "ranked": [(dict(r.config), r.median_ms) for r in report.ranked[:10]]}
+
+
+def triton_autotune(size: int) -> dict:
+    """``@triton.autotune`` over the same configs; first call = tuning."""
+    import importlib.util
+    import torch
+    import triton
+    configs_src = (
+        "import itertools\n"
+        "CONFIGS = [triton.Config({'BLOCK_M': bm, 'BLOCK_N': bn, 'BLOCK_K': bk, 'GROUP_M': 8},\n"
+        "                         num_warps=w, num_stages=s) for bm, bn, bk, w, s in\n"
+        "           itertools.product((64, 128), (64, 128, 256), (32, 64), (4, 8), (2, 3, 4))]\n")
+    src = ("import triton, triton.language as tl\nfrom triton import cdiv\n" + configs_src
+           + KERNEL.replace("@triton.jit", "@triton.autotune(configs=CONFIGS, key=['M', 'N', 'K'])"
+                            "\n@triton.jit"))
+    path = Path(tempfile.mkdtemp()) / "tt_autotune_matmul.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("tt_autotune_matmul", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    configs = mod.CONFIGS
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+
+    def grid(meta):
+        return (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    mod.matmul[grid](a, b, c, size, size, size)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    best = mod.matmul.best_config
+    winner = dict(best.kwargs) | {"num_warps": best.num_warps, "num_stages": best.num_stages}
+    timings = {str(k): v for k, v in getattr(mod.matmul, "configs_timings", {}).items()}
+    return {"wall_s": wall, "configs": len(configs), "winner": winner,
+            "timings_ms": dict(list(timings.items())[:100])}
+
+
+def main() -> None:
+    """Run both and write one JSON."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--budget-ms", type=float, default=30.0)
+    ap.add_argument("--store", type=Path, default=Path(tempfile.mkdtemp()) / "sweep.sqlite")
+    ap.add_argument("--out", type=Path, default=Path("sweep_vs_autotune.json"))
+    args = ap.parse_args()
+    out = {"size": args.size, "store": str(args.store)}
+    base = Path(tempfile.mkdtemp(prefix="ktune-bench-"))
+    os.environ["TRITON_CACHE_DIR"] = str(base / "ktune-cache")  # cold cache for ktune's side
+    out["ktune"] = ktune_sweep(args.size, args.store, args.budget_ms)
+    print(json.dumps(out["ktune"], default=str)[:2000], flush=True)
+    os.environ["TRITON_CACHE_DIR"] = str(base / "triton-cache")  # cold cache for autotune
+    out["triton_autotune"] = triton_autotune(args.size)
+    out["speedup_wall"] = out["triton_autotune"]["wall_s"] / out["ktune"]["wall_s"]
+    tw = out["triton_autotune"]["winner"]
+    ranked = {json.dumps(c, sort_keys=True): ms for c, ms in out["ktune"]["ranked"]}
+    tw_ms = ranked.get(json.dumps(tw, sort_keys=True))
+    out["triton_winner_in_ktune_ms"] = tw_ms
+    if tw_ms and out["ktune"]["winner_ms"]:
+        out["triton_winner_vs_ktune_winner"] = tw_ms / out["ktune"]["winner_ms"]
+    args.out.write_text(json.dumps(out, indent=1, default=str))
+    print(json.dumps({k: v for k, v in out.items() if k != "ktune"}, default=str)[:3000])
+
+
+if __name__ == "__main__":
+    main()

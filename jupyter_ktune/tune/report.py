@@ -1,0 +1,170 @@
+"""The sweep's result: every evaluation, the top candidates re-timed, and an honest verdict.
+
+The winner is only called faster than the runner-up when the 95% bootstrap confidence interval of
+the ratio of their medians (runner-up / winner, resampling the stored per-run times, seeded) lies
+wholly above 1. Otherwise the report says the two are not distinguishable.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jupyter_ktune.space import Config, Space
+from jupyter_ktune.tune.store import StoredResult
+
+
+def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.95,
+             resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """Ratio of medians ``median(other) / median(winner)`` and its bootstrap percentile CI.
+
+    Examples
+    --------
+    >>> r, lo, hi = ratio_ci(np.full(50, 1.0), np.full(50, 1.2))
+    >>> round(r, 3), round(lo, 3), round(hi, 3)
+    (1.2, 1.2, 1.2)
+    """
+    a = np.asarray(winner_ms, dtype=float)
+    b = np.asarray(other_ms, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("[ktune] ratio_ci needs runs of both variants")
+    rng = np.random.default_rng(seed)
+    ma = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    ratios = mb / ma
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(np.median(b) / np.median(a)), float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Winner against runner-up after the re-timing."""
+
+    winner: Config
+    runner_up: Config | None
+    ratio: float | None = None  # runner-up median / winner median
+    lo: float | None = None
+    hi: float | None = None
+    significant: bool = False
+
+    def text(self) -> str:
+        """One sentence: faster by a% [lo, hi] 95% CI, or not distinguishable."""
+        w = self.winner.label()
+        if self.runner_up is None or self.ratio is None:
+            return f"winner {w} (no runner-up to compare)"
+        r = self.runner_up.label()
+        lo, hi = (self.lo or 1.0) - 1, (self.hi or 1.0) - 1
+        pct = f"{(self.ratio - 1) * 100:.1f}% [{lo * 100:.1f}, {hi * 100:.1f}]"
+        if self.significant:
+            return f"winner {w}, faster than {r} by {pct} 95% CI"
+        return (f"winner {w} and runner-up {r} are not distinguishable "
+                f"(difference {pct} 95% CI includes 0)")
+
+
+def decide(final: Sequence[StoredResult], seed: int = 0) -> Verdict | None:
+    """Order re-timed candidates by median and compare the first two."""
+    ok = sorted((r for r in final if r.ok), key=lambda r: (r.median_ms, r.config.key()))
+    if not ok:
+        return None
+    if len(ok) == 1:
+        return Verdict(ok[0].config, None)
+    ratio, lo, hi = ratio_ci(ok[0].times_ms, ok[1].times_ms, seed=seed)  # type: ignore[arg-type]
+    return Verdict(ok[0].config, ok[1].config, ratio, lo, hi, significant=lo > 1.0)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One config's sweep result with when it arrived (seconds since the sweep started)."""
+
+    result: StoredResult
+    at_s: float
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """What ``tune()`` returns: evaluations, the re-timed top-k and the verdict."""
+
+    kernel: str
+    backend: str
+    strategy: str
+    space: Space
+    device: str
+    evaluations: tuple[Evaluation, ...]
+    final: tuple[StoredResult, ...] = ()
+    verdict: Verdict | None = None
+    elapsed_s: float = 0.0
+    stopped: bool = False
+    valid_configs: int = 0
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> StoredResult | None:
+        """The winner's re-timed result (or the sweep's fastest when nothing was re-timed)."""
+        if self.verdict is not None:
+            for r in self.final:
+                if r.config == self.verdict.winner:
+                    return r
+        ok = [e.result for e in self.evaluations if e.result.ok]
+        return min(ok, key=lambda r: r.median_ms) if ok else None  # type: ignore[arg-type, return-value]
+
+    @property
+    def time_to_best_s(self) -> float | None:
+        """Seconds from the start until the sweep's eventual winner had been measured."""
+        best = self.best
+        for e in self.evaluations:
+            if best is not None and e.result.config == best.config:
+                return e.at_s
+        return None
+
+    @property
+    def ranked(self) -> list[StoredResult]:
+        """Timed sweep results, fastest first."""
+        ok = [e.result for e in self.evaluations if e.result.ok]
+        return sorted(ok, key=lambda r: (r.median_ms, r.config.key()))
+
+    def counts(self) -> dict[str, int]:
+        """How many evaluations ended in each status (cached ones included)."""
+        out: dict[str, int] = {}
+        for e in self.evaluations:
+            out[e.result.status.value] = out.get(e.result.status.value, 0) + 1
+        return out
+
+    def summary(self) -> str:
+        """Describe in a few lines: counts, time, best and the verdict."""
+        cached = sum(e.cached for e in self.evaluations)
+        lines = [f"{self.kernel} ({self.backend}) on {self.device}: {len(self.evaluations)} of "
+                 f"{self.valid_configs} valid configs by '{self.strategy}' in "
+                 f"{self.elapsed_s:.1f} s ({cached} from the store)"
+                 + (" - stopped early" if self.stopped else ""),
+                 "  " + ", ".join(f"{n} {s}" for s, n in sorted(self.counts().items()))]
+        best = self.best
+        if best is not None:
+            lines.append(f"  best {best.config.label()}: {best.median_ms * 1e3:.2f} µs median "
+                         f"({best.times_ms.size} runs)")  # type: ignore[union-attr]
+        if self.verdict is not None:
+            lines.append("  " + self.verdict.text())
+        return "\n".join(lines)
+
+    def export(self, kind: str, **kw: Any) -> str:
+        """Export the winner(s): ``"triton"``, ``"cpp"``, ``"pallas"`` or ``"kernel_tuner"``."""
+        from jupyter_ktune.tune.export import export
+
+        return export(self, kind, **kw)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{i}</td><td><code>{html.escape(r.config.label())}</code></td>"
+            f"<td>{r.median_ms * 1e3:.2f}</td><td>{r.times_ms.size}</td></tr>"  # type: ignore[union-attr]
+            for i, r in enumerate(self.ranked[:10], 1))
+        head = html.escape(self.summary()).replace("\n", "<br>")
+        return (f"<div><p>{head}</p><table><tr><th>#</th><th>config</th><th>median µs</th>"
+                f"<th>runs</th></tr>{rows}</table></div>")

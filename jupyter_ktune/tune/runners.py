@@ -1,0 +1,239 @@
+"""Where a sweep's variants are compiled and timed.
+
+* **Precompile pool**: a process pool on the CPU cores compiles upcoming configs while the GPU
+  times others (:data:`PRECOMPILED` says what each backend precompiles).
+* :class:`LocalRunner`: one :class:`~jupyter_ktune.runner.client.DeviceWorker` per GPU of this
+  host (``CUDA_VISIBLE_DEVICES`` per worker), each timing one variant at a time.
+* :class:`DaskRunner`: a ``dask.distributed`` cluster; each Dask worker process owns its own
+  DeviceWorker and runs the same path (``DeviceWorker.run``), results come back as futures.
+
+The notebook process never imports CUDA: GPUs are counted with ``nvidia-smi -L``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import queue
+import shutil
+import subprocess
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import cloudpickle
+
+from jupyter_ktune.errors import CompileFailure, KtuneError
+from jupyter_ktune.results import RunResult
+from jupyter_ktune.runner.client import DeviceWorker, get_worker
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+#: What the CPU pool compiles ahead, per backend. Backends not listed get no pool.
+PRECOMPILED: dict[str, str] = {
+    "cuda": ("the static nvcc compile (nvcc -cubin + ptxas -v + cuobjdump SASS) of each config; "
+             "its report is handed to the device worker, which then only NVRTC-compiles and "
+             "loads the variant"),
+    "triton": ("Triton's ahead-of-time triton.compile for the target arch (TTIR -> PTX -> "
+               "cubin), which fills Triton's on-disk cache (TRITON_CACHE_DIR) on this host, plus "
+               "the static report from that cubin; the worker's compile then hits the cache"),
+}
+
+
+def detect_gpus() -> int:
+    """Count the NVIDIA GPUs visible to this host (``nvidia-smi -L``), 0 when none or unknown."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        if not ids:
+            return 0
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return min(n, len(ids)) if visible is not None else n
+
+
+def precompile(blob: bytes) -> bytes:
+    """Pool task: compile one (spec, config) ahead; returns the pickled static report or failure."""
+    from jupyter_ktune.backends import get_backend
+
+    spec, config = cloudpickle.loads(blob)
+    backend = get_backend(spec.backend)
+    try:
+        backend.check(spec)
+        out: Any = backend.static_report(spec, config)
+    except CompileFailure as exc:
+        out = exc
+    except Exception as exc:  # noqa: BLE001 - the worker will report it with its own context
+        out = KtuneError(f"[ktune] precompile failed: {type(exc).__name__}: {exc}")
+    try:
+        return cloudpickle.dumps(out)
+    except Exception:  # noqa: BLE001
+        return cloudpickle.dumps(None)
+
+
+def make_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """Start a spawn-context process pool (never fork a notebook with threads and a GPU context)."""
+    import multiprocessing
+
+    return cf.ProcessPoolExecutor(max_workers=workers,
+                                  mp_context=multiprocessing.get_context("spawn"))
+
+
+def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
+    """Worker-side: take a precompiled static report so the run does not recompile it."""
+    from jupyter_ktune.runner import execute
+
+    key = (source_hash, arch, config)
+    if key in execute._statics:
+        return False
+    done: Future = Future()
+    done.set_result((static, None))
+    execute._statics[key] = done
+    return True
+
+
+class LocalRunner:
+    """Time variants on this host's device workers, one request per worker at a time."""
+
+    def __init__(self, workers: int | Sequence[DeviceWorker] | None = None):
+        self.owned: list[DeviceWorker] = []
+        if workers is None:
+            gpus = detect_gpus()
+            if gpus > 1:
+                workers = gpus
+            else:
+                workers = [get_worker()]
+        if isinstance(workers, int):
+            if workers < 1:
+                raise ValueError(f"[ktune] workers must be at least 1, got {workers}")
+            gpus = detect_gpus()
+            self.owned = [DeviceWorker(env={"CUDA_VISIBLE_DEVICES": str(i)} if gpus >= workers
+                                       else None) for i in range(workers)]
+            workers = self.owned
+        self.workers = list(workers)
+        self._free: queue.Queue[DeviceWorker] = queue.Queue()
+        for w in self.workers:
+            self._free.put(w)
+        self._pool = cf.ThreadPoolExecutor(max_workers=len(self.workers),
+                                           thread_name_prefix="ktune-sweep")
+
+    @property
+    def slots(self) -> int:
+        """How many variants can be timed at once."""
+        return len(self.workers)
+
+    def device(self, backend: str) -> Any:
+        """DeviceInfo as the first worker sees it."""
+        return self.workers[0].device(backend)
+
+    def submit(self, spec: KernelSpec, config: Config, static: Any = None,
+               pin: bool = False) -> Future:
+        """Time ``config`` on a free worker (``pin``: always the first, for fair re-timing)."""
+        return self._pool.submit(self._run, spec, config, static, pin)
+
+    def _run(self, spec: KernelSpec, config: Config, static: Any, pin: bool) -> RunResult:
+        if pin:
+            w = self.workers[0]
+            with w._lock:
+                return self._on(w, spec, config, static)
+        w = self._free.get()
+        try:
+            return self._on(w, spec, config, static)
+        finally:
+            self._free.put(w)
+
+    @staticmethod
+    def _on(w: DeviceWorker, spec: KernelSpec, config: Config, static: Any) -> RunResult:
+        if static is not None:
+            try:
+                w.call(seed_static, spec.source_hash, spec.options.arch, config, static,
+                       timeout=60)
+            except KtuneError:
+                pass  # only an optimisation: the worker compiles the report itself
+        return w.run(spec, config)
+
+    def close(self) -> None:
+        """Stop queued requests and the workers this runner started."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for w in self.owned:
+            w.close()
+
+
+_dask_worker: DeviceWorker | None = None
+_dask_lock = threading.Lock()
+
+
+def _dask_device_worker() -> DeviceWorker:
+    global _dask_worker
+    with _dask_lock:
+        if _dask_worker is None:
+            _dask_worker = DeviceWorker()
+        return _dask_worker
+
+
+def dask_run(spec: KernelSpec, config: Config) -> RunResult:
+    """Dask task: run one variant on this Dask worker's own device worker."""
+    return _dask_device_worker().run(spec, config)
+
+
+def dask_device(backend: str) -> Any:
+    """Dask task: DeviceInfo of this Dask worker's device."""
+    return _dask_device_worker().device(backend)
+
+
+class DaskRunner:
+    """Fan variants out over a ``dask.distributed`` cluster (a Client or a scheduler address)."""
+
+    def __init__(self, client: Any):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ImportError("[ktune] a Dask cluster needs dask.distributed: "
+                              "pip install 'jupyter_ktune[sweep]'") from None
+        self._own = isinstance(client, str)
+        self.client = Client(client) if isinstance(client, str) else client
+        info = self.client.scheduler_info()
+        self.addresses = sorted(info.get("workers", {}))
+        if not self.addresses:
+            raise KtuneError("[ktune] the Dask cluster has no workers")
+
+    @property
+    def slots(self) -> int:
+        """One variant per Dask worker at a time."""
+        return sum(max(1, w.get("nthreads", 1))
+                   for w in self.client.scheduler_info()["workers"].values())
+
+    def device(self, backend: str) -> Any:
+        """DeviceInfo as the first Dask worker sees it."""
+        return self.client.submit(dask_device, backend, pure=False,
+                                  workers=[self.addresses[0]]).result()
+
+    def submit(self, spec: KernelSpec, config: Config, static: Any = None,
+               pin: bool = False) -> Future:
+        """Run ``config`` on the cluster; ``pin`` keeps re-timing on the first worker."""
+        fut = self.client.submit(dask_run, spec, config, pure=False,
+                                 workers=[self.addresses[0]] if pin else None)
+        out: Future = Future()
+
+        def done(f: Any) -> None:
+            try:
+                out.set_result(f.result())
+            except BaseException as exc:  # noqa: BLE001 - handed to the sweep as a failure
+                out.set_exception(exc)
+
+        fut.add_done_callback(done)
+        out._dask = fut  # type: ignore[attr-defined]  # keep the Dask future alive
+        return out
+
+    def close(self) -> None:
+        """Close the client if this runner opened it."""
+        if self._own:
+            self.client.close()

@@ -1,0 +1,326 @@
+"""The sweep engine: ask a strategy, precompile ahead on the CPUs, time on the GPUs, store, repeat.
+
+``tune(spec, ...)`` runs a whole sweep and returns a :class:`TuneReport`; :class:`Sweep` is the
+same as an object that can be stopped from another thread (the panel's Stop button). Results
+already in the store are never timed again (unless ``retime=True``), so a sweep that was killed
+resumes where it stopped. At the end the top ``top_k`` are re-timed with a larger budget on one
+device and compared with a bootstrap confidence interval (:mod:`jupyter_ktune.tune.report`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from jupyter_ktune.errors import CompileFailure
+from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.runner.client import DeviceWorker
+from jupyter_ktune.runner.execute import limits_for
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tune import search
+from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
+from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, make_pool, precompile
+from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Less common sweep settings (STYLE habit 10: an options object, not 20 parameters).
+
+    Parameters
+    ----------
+    seed
+        Seeds the strategy and the bootstrap.
+    top_k
+        How many of the fastest configs are re-timed at the end.
+    final_budget_factor
+        The re-timing's time budget per variant, as a multiple of the cell's ``--budget-ms``.
+    retime
+        Time configs again even when the store has them.
+    compile_workers
+        Processes of the precompile pool; None: the CPU count less one per device worker, or
+        no pool for backends without a precompile step (see ``PRECOMPILED``).
+    stop
+        An event that stops the sweep when set (as :meth:`Sweep.stop`).
+    """
+
+    seed: int = 0
+    top_k: int = 3
+    final_budget_factor: float = 5.0
+    retime: bool = False
+    compile_workers: int | None = None
+    stop: threading.Event | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Handed to ``on_result`` after every evaluation (and once per re-timed candidate)."""
+
+    done: int
+    total: int
+    elapsed_s: float
+    eta_s: float | None
+    best: StoredResult | None
+    result: StoredResult
+    cached: bool
+    stage: str = "sweep"
+
+    def text(self) -> str:
+        """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs``."""
+        s = int(self.eta_s or 0)
+        eta = "" if self.eta_s is None else f" · ETA {s // 60}:{s % 60:02d}"
+        best = "" if self.best is None else \
+            f" · best {self.best.config.label()}: {self.best.median_ms * 1e3:.2f} µs"  # type: ignore[operator]
+        stage = " · re-timing the top candidates" if self.stage == "final" else ""
+        return f"{self.done}/{self.total}{eta}{best}{stage}"
+
+
+def _open_store(store: Store | str | Path | None) -> tuple[Store, bool]:
+    if isinstance(store, Store):
+        return store, False
+    return Store(store), True
+
+
+class Sweep:
+    """A stoppable sweep over ``spec``'s space; see :func:`tune` for the parameters.
+
+    Examples
+    --------
+    >>> sweep = Sweep(spec, strategy="greedy", budget=32)      # doctest: +SKIP
+    >>> threading.Thread(target=sweep.run).start()             # doctest: +SKIP
+    >>> sweep.stop()                                           # doctest: +SKIP
+    """
+
+    def __init__(self, spec: KernelSpec, strategy: str | None = None, budget: int | None = None,
+                 store: Store | str | Path | None = None,
+                 workers: int | Sequence[DeviceWorker] | None = None, client: Any = None,
+                 on_result: Callable[[Progress], None] | None = None,
+                 options: TuneOptions | None = None):
+        if not isinstance(spec, KernelSpec):
+            raise TypeError(f"[ktune] tune() takes a KernelSpec (parse_cell(...)), "
+                            f"got {type(spec).__name__}")
+        if budget is not None and (not isinstance(budget, int) or budget < 1):
+            raise ValueError(f"[ktune] budget must be a positive number of configs, got {budget!r}")
+        self.spec = spec
+        self.strategy_name = strategy or search.DEFAULT_STRATEGY
+        if self.strategy_name not in search.STRATEGIES:
+            search.make_strategy(self.strategy_name, spec.space)  # raises with the known names
+        self.budget, self.store_arg, self.workers, self.client = budget, store, workers, client
+        self.on_result = on_result
+        self.options = options or TuneOptions()
+        self._stop = self.options.stop or threading.Event()
+        self.progress: Progress | None = None
+        self.report: TuneReport | None = None
+
+    def stop(self) -> None:
+        """Ask the sweep to stop after the results in flight; the report says it stopped."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    # -- the run -----------------------------------------------------------------------------
+    def run(self) -> TuneReport:
+        """Run the sweep to its budget (or until stopped) and return the report."""
+        store, own_store = _open_store(self.store_arg)
+        runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
+        pool = None
+        try:
+            from jupyter_ktune.backends import get_backend
+
+            get_backend(self.spec.backend).check(self.spec)
+            device = runner.device(self.spec.backend)
+            key = StoreKey(self.spec.source_hash, device.name,
+                           StoreKey.toolchain_text(device.toolchain))
+            limits = limits_for(self.spec, device)
+            strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
+                                            self.options.seed)
+            n_valid = len(strategy.valid)  # type: ignore[attr-defined]
+            total = min(self.budget or n_valid, n_valid)
+            pool_size = self._pool_size(runner)
+            pool = make_pool(pool_size) if pool_size else None
+            t0 = time.perf_counter()
+            evals = self._sweep(strategy, runner, pool, store, key, total, t0)
+            final = self._final(strategy, runner, store, key, total, t0, evals)
+            verdict = decide(final, self.options.seed) if final else None
+            self.report = TuneReport(
+                kernel=self.spec.name, backend=self.spec.backend, strategy=self.strategy_name,
+                space=self.spec.space, device=device.name, evaluations=tuple(evals),
+                final=tuple(final), verdict=verdict, elapsed_s=time.perf_counter() - t0,
+                stopped=self.stopped, valid_configs=n_valid,
+                info={"store": str(store.path), "device_slots": runner.slots,
+                      "compile_workers": pool_size,
+                      "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
+            return self.report
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            runner.close()
+            if own_store:
+                store.close()
+
+    def _pool_size(self, runner: Any) -> int:
+        if self.client is not None:
+            return 0  # remote workers compile for themselves
+        n = self.options.compile_workers
+        if n is None:
+            if self.spec.backend not in PRECOMPILED:
+                return 0
+            n = max(1, (os.cpu_count() or 2) - runner.slots)
+        return max(0, n)
+
+    def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
+              t0: float, best: list[StoredResult | None], stage: str = "sweep") -> None:
+        now = time.perf_counter() - t0
+        if stage == "sweep":
+            evals.append(Evaluation(stored, now, cached))
+        if stored.ok and (best[0] is None or stored.median_ms < best[0].median_ms):  # type: ignore[operator]
+            best[0] = stored
+        done = len(evals)
+        fresh = [e for e in evals if not e.cached]
+        eta = None
+        if fresh and done < total:
+            eta = now / len(fresh) * (total - done)
+        self.progress = Progress(done, total, now, eta, best[0], stored, cached, stage)
+        if self.on_result is not None:
+            self.on_result(self.progress)
+
+    def _sweep(self, strategy: Any, runner: Any, pool: Any, store: Store, key: StoreKey,
+               total: int, t0: float) -> list[Evaluation]:
+        spec, retime = self.spec, self.options.retime
+        evals: list[Evaluation] = []
+        best: list[StoredResult | None] = [None]
+        compiling: dict[cf.Future, Config] = {}
+        running: dict[cf.Future, Config] = {}
+        ready: deque[tuple[Config, Any]] = deque()
+        lookahead = runner.slots * 2 + (pool._max_workers if pool is not None else 0)
+        asked, starved = 0, False
+        while not self.stopped:
+            while (asked < total and not starved
+                   and len(compiling) + len(ready) + len(running) < lookahead):
+                c = strategy.ask()
+                if c is None:
+                    starved = True
+                    break
+                asked += 1
+                stored = None if retime else store.get(key, c)
+                if stored is not None:
+                    strategy.tell(c, stored.median_ms if stored.ok else None)
+                    self._emit(evals, stored, True, total, t0, best)
+                elif pool is not None:
+                    compiling[pool.submit(precompile, cloudpickle.dumps((spec, c)))] = c
+                else:
+                    ready.append((c, None))
+            while ready and len(running) < runner.slots * 2:
+                c, static = ready.popleft()
+                running[runner.submit(spec, c, static)] = c
+            if not (compiling or running or ready):
+                break  # the budget is spent, or the strategy has nothing left to propose
+            done, _ = cf.wait([*compiling, *running], timeout=0.25,
+                              return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                if f in compiling:
+                    c = compiling.pop(f)
+                    static = cloudpickle.loads(f.result()) if f.exception() is None else None
+                    if isinstance(static, CompileFailure) and static.diagnostics:
+                        result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
+                                           status=Status.COMPILE_ERROR, reason=str(static),
+                                           diagnostics=tuple(static.diagnostics))
+                        self._record(strategy, store, key, result, evals, total, t0, best)
+                    else:
+                        ready.append((c, None if isinstance(static, Exception) else static))
+                else:
+                    c = running.pop(f)
+                    result = f.result() if f.exception() is None else RunResult(
+                        name=spec.name, backend=spec.backend, config=dict(c),
+                        status=Status.CRASHED, reason=f"[ktune] {f.exception()}")
+                    self._record(strategy, store, key, result, evals, total, t0, best)
+                starved = False
+        for f in [*compiling, *running]:
+            f.cancel()
+        return evals
+
+    def _record(self, strategy: Any, store: Store, key: StoreKey, result: RunResult,
+                evals: list[Evaluation], total: int, t0: float,
+                best: list[StoredResult | None]) -> None:
+        stored = store.put(key, result)
+        strategy.tell(stored.config, stored.median_ms if stored.ok else None)
+        self._emit(evals, stored, False, total, t0, best)
+
+    def _final(self, strategy: Any, runner: Any, store: Store, key: StoreKey, total: int,
+               t0: float, evals: list[Evaluation]) -> list[StoredResult]:
+        k = self.options.top_k
+        if self.stopped or k < 1:
+            return []
+        top = search.top_k(strategy.told, k)
+        opts = self.spec.options
+        factor = self.options.final_budget_factor
+        spec = self.spec.with_options(budget_ms=opts.budget_ms * factor,
+                                      max_runs=int(opts.max_runs * factor))
+        out: list[StoredResult] = []
+        best: list[StoredResult | None] = [None]
+        for c, _ms in top:
+            stored = None if self.options.retime else store.get(key, c, stage="final")
+            if stored is None:
+                if self.stopped:
+                    break
+                result = runner.submit(spec, c, pin=True).result()
+                stored = store.put(key, replace(result, config=dict(c)), stage="final")
+            out.append(stored)
+            self._emit(evals, stored, False, total, t0, best, stage="final")
+        return out
+
+
+def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = None,
+         store: Store | str | Path | None = None,
+         workers: int | Sequence[DeviceWorker] | None = None, client: Any = None,
+         on_result: Callable[[Progress], None] | None = None, *,
+         options: TuneOptions | None = None, **option_fields: Any) -> TuneReport:
+    """Sweep ``spec``'s space, store every result, re-time the best and report honestly.
+
+    Parameters
+    ----------
+    spec
+        The kernel cell, parsed (``parse_cell`` or the panel's ``session.spec``).
+    strategy
+        ``"exhaustive"``, ``"random"``, ``"greedy"`` or ``"tpe"`` (see ``STRATEGIES``); None
+        takes the default chosen by measured efficiency.
+    budget
+        How many configs to evaluate (stored ones count); None: all valid configs.
+    store
+        A :class:`Store`, or its path; None: ``.ktune.sqlite`` in the current directory.
+    workers
+        Device workers: None = one per GPU of this host (``nvidia-smi -L``), an int, or a list
+        of :class:`DeviceWorker`.
+    client
+        A ``dask.distributed.Client`` or scheduler address: time on the cluster's workers.
+    on_result
+        Called with a :class:`Progress` after every evaluation (from the sweep's thread).
+    options, option_fields
+        A :class:`TuneOptions`, or its fields as keywords (``retime=True``, ``seed=1``).
+
+    Examples
+    --------
+    >>> report = tune(spec, "greedy", budget=48, store="runs.sqlite")   # doctest: +SKIP
+    >>> print(report.verdict.text())                                    # doctest: +SKIP
+    >>> print(report.export("triton"))                                  # doctest: +SKIP
+    """
+    opts = replace(options or TuneOptions(), **option_fields)
+    return Sweep(spec, strategy, budget, store, workers, client, on_result, opts).run()
+
+
+def replay_store(store: Store, key: StoreKey) -> Mapping[Config, float | None]:
+    """Return the stored sweep medians under ``key`` (failures as None), for strategy replays."""
+    return {r.config: (r.median_ms if r.ok else None) for r in store.results(key)}
