@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-SOFTMAX = '''# ktune: BLOCK in [1024, 2048, 4096, 8192]; ROWS in [1, 2, 4]; num_warps in [2, 4, 8, 16]
+SOFTMAX = '''# ktune: BLOCK in [4096, 8192]; ROWS in [1, 2, 4]; num_warps in [2, 4, 8, 16]
 # ktune: num_stages in [1, 2]; grid = cdiv(R, ROWS)
 @triton.jit
 def softmax(x, y, R, C, BLOCK: tl.constexpr, ROWS: tl.constexpr):
@@ -35,7 +35,7 @@ def softmax(x, y, R, C, BLOCK: tl.constexpr, ROWS: tl.constexpr):
             tl.store(y + row * C + cols, e / tl.sum(e, axis=0), mask=cols < C)
 '''
 COPY = '''# ktune: BLOCK in [256, 512, 1024, 2048, 4096, 8192]; num_warps in [1, 2, 4, 8]
-# ktune: num_stages in [1, 2, 3]; grid = cdiv(n, BLOCK); bytes = 8 * n
+# ktune: num_stages in [1, 2]; grid = cdiv(n, BLOCK); bytes = 8 * n
 @triton.jit
 def scale(x, y, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -78,7 +78,8 @@ def record(store: Path, budget_ms: float) -> None:
         spec = jupyter_ktune.parse_cell(
             f"{name} --backend triton --inputs inputs --reference reference --out {out} "
             f"--budget-ms {budget_ms}", src, {"inputs": inputs, "reference": reference})
-        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0)
+        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0,
+                               on_result=lambda p: print(name, p.text(), flush=True))
         print(r.summary(), flush=True)
 
 

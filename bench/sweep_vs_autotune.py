@@ -83,7 +83,8 @@ def ktune_sweep(size: int, store: Path, budget_ms: float) -> dict:
         f"matmul --backend triton --inputs inputs --reference reference --out c "
         f"--budget-ms {budget_ms}", SPACE + KERNEL, {"inputs": inputs, "reference": reference})
     t0 = time.perf_counter()
-    report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3)
+    report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3,
+                                on_result=lambda p: print(p.text(), flush=True))
     wall = time.perf_counter() - t0
     best = report.best
     return {"wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
