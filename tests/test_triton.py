@@ -192,3 +192,30 @@ def test_matmul_example_notebook_runs():
     assert "ktune-result" in text
     assert "correct" in text or "Triton interpreter" not in text
     assert "static report for sm_90" in text
+
+
+def test_argument_types_come_from_one_inputs_call_per_cell():
+    """A sweep must not regenerate the inputs for every config just to read their dtypes."""
+    from jupyter_ktune.backends.triton import TritonBackend, check_cell
+
+    calls = []
+
+    def counted_inputs():
+        calls.append(1)
+        x = np.random.rand(64).astype(np.float32)
+        return dict(x=x, y=np.empty_like(x), n=64)
+
+    spec = parse_cell("add --backend triton --inputs inputs --out y",
+                      "# ktune: BLOCK in [16, 32, 64]; grid = (cdiv(n, BLOCK),)\n"
+                      "@triton.jit\n"
+                      "def add(x, y, n, BLOCK: tl.constexpr):\n"
+                      "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                      "    tl.store(y + o, tl.load(x + o, mask=o < n), mask=o < n)\n",
+                      {"inputs": counted_inputs})
+    backend = TritonBackend()
+    sig = check_cell(spec)
+    kernel = object()
+    for block in (16, 32, 64):
+        types, _ = backend._argument_types(spec, sig, kernel, spec.space.cxx_env(
+            spec.space.config(BLOCK=block)))
+    assert len(calls) == 1 and set(types) == {"x", "y", "n"}

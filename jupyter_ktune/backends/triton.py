@@ -406,6 +406,7 @@ class TritonBackend:
     def __init__(self) -> None:
         self._aot_lock = threading.Lock()
         self._aot: dict[tuple, Any] = {}
+        self._arg_types: dict[tuple, tuple[dict[str, str], set[str]]] = {}
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks (no triton import): see :func:`check_cell`."""
@@ -465,18 +466,7 @@ class TritonBackend:
             raise CellError("the static report needs --inputs to know the argument types",
                             line=1, fix="Add --inputs make_inputs.")
         cxx = spec.space.cxx_env(config)
-        host = dict(spec.inputs())
-        types, aligned = {}, set()
-        for p in sig.runtime:
-            value = host.get(p, cxx.get(p))
-            if value is None:
-                value = _default(kernel, p)
-            if value is None:
-                raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
-                                fix=f"Return '{p}' from the inputs function.")
-            types[p] = ts.arg_type(p, value)
-            if ts.divisible(value):
-                aligned.add(p)
+        types, aligned = self._argument_types(spec, sig, kernel, cxx)
         constexprs = {p: cxx[p] if p in cxx else _default(kernel, p) for p in sig.constexprs}
         options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}
         key = (spec.source_hash, config, tuple(sorted(types.items())), tuple(sorted(aligned)),
@@ -491,6 +481,38 @@ class TritonBackend:
         if isinstance(out, CompileFailure):
             raise out
         return out
+
+    def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
+                        cxx: dict[str, int]) -> tuple[dict[str, str], set[str]]:
+        """Argument types and 16-byte alignment, from ONE call of the inputs function per cell.
+
+        Calling ``inputs()`` for every config made a sweep of a 4096^3 GEMM spend seconds per
+        variant generating arrays only to read their dtypes (bench/results/sweeps-h200).
+        Tunables are never runtime arguments of a Triton kernel (they are constexprs or launch
+        options), so the types do not depend on the config.
+        """
+        code = getattr(spec.inputs, "__code__", None)
+        key = (spec.source_hash, code.co_code if code else repr(spec.inputs),
+               repr(getattr(spec.inputs, "__defaults__", None)))
+        with self._aot_lock:
+            cached = self._arg_types.get(key)
+        if cached is not None:
+            return cached
+        host = dict(spec.inputs())
+        types, aligned = {}, set()
+        for p in sig.runtime:
+            value = host.get(p, cxx.get(p))
+            if value is None:
+                value = _default(kernel, p)
+            if value is None:
+                raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
+                                fix=f"Return '{p}' from the inputs function.")
+            types[p] = ts.arg_type(p, value)
+            if ts.divisible(value):
+                aligned.add(p)
+        with self._aot_lock:
+            self._arg_types[key] = (types, aligned)
+        return types, aligned
 
     def static_report(self, spec: KernelSpec, config: Config) -> Any:
         """Triton's own sm_90 compile (no GPU needed): registers, smem, SASS mix."""
