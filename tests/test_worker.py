@@ -162,3 +162,21 @@ def test_runtime_compile_error_keeps_its_cell_line_diagnostics(worker):
     r = worker.run(spec(bad), spec(bad).space.default())
     assert r.status is Status.COMPILE_ERROR
     assert [d.line for d in r.diagnostics] == [3] and "cell line 3" in r.reason
+
+
+def test_one_input_set_serves_several_new_variants_then_is_redrawn(worker, tmp_path):
+    from jupyter_ktune.runner.execute import REDRAW_EVERY
+
+    log = tmp_path / "calls"
+
+    def counted_inputs():
+        with open(log, "a") as f:
+            f.write("x\n")
+        x = np.random.rand(100)
+        return dict(x=x, y=np.empty_like(x), n=100)
+
+    src = "# ktune: BLOCK in range(1, 12)\n" + GOOD.split("\n", 1)[1]
+    s = parse_cell(LINE, src, {"inputs": counted_inputs, "reference": reference})
+    results = [worker.run(s, c) for c in list(s.space.configs())[:REDRAW_EVERY + 2]]
+    assert all(r.status is Status.OK for r in results)
+    assert log.read_text().count("x") == 2   # drawn once, redrawn after REDRAW_EVERY variants

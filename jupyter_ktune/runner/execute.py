@@ -36,7 +36,8 @@ _static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-stati
 _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, Config], Verification] = {}
-_last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept: the newest verified one
+_last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
+REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
 
 
 def _code_hash(fn: Any) -> str:
@@ -110,16 +111,22 @@ def _inputs(spec: KernelSpec, config: Config) -> dict[str, Any]:
     return args
 
 
-def _verify(spec: KernelSpec, bound: Any, host_args: dict[str, Any]) -> Verification | None:
+def _expected(spec: KernelSpec, host_args: dict[str, Any]) -> dict[str, Any] | None:
+    """The reference's outputs for these inputs (computed on a copy: kernels write in place)."""
     if spec.reference is None or not spec.options.verify:
         return None
     originals = copy.deepcopy(host_args)
     try:
-        expected = reference_outputs(spec.reference(**originals), spec.outputs)
+        return reference_outputs(spec.reference(**originals), spec.outputs)
     except TypeError as exc:
         raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
                         f"inputs ({exc})", line=1,
                         fix="Give it the kernel's argument names, or **kwargs.") from None
+
+
+def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None) -> Verification | None:
+    if expected is None:
+        return None
     bound.poison_outputs()
     bound.launch()
     got = bound.read_outputs()
@@ -198,18 +205,28 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         io = _io_key(spec)
         # A variant is verified once per worker on fresh inputs; revisiting it (a slider moved
         # back) re-times it on the same inputs instead of paying for inputs + reference again.
+        # A new variant is checked on the current input set; a set serves at most
+        # REDRAW_EVERY new variants before fresh inputs are drawn, so a sweep does not pay for
+        # inputs + reference (seconds for a large GEMM) on every config.
         verification = _verified.get((io, config))
-        reused = verification is not None and io in _last_inputs
-        host_args = _last_inputs[io] if reused else _inputs(spec, config)
+        current = _last_inputs.get(io)
+        reused = verification is not None and current is not None
+        if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
+            args = _inputs(spec, config)
+            current = {"args": args, "expected": None, "uses": 0, "fresh": True}
+            _last_inputs.clear()
+            _last_inputs[io] = current
+        host_args = current["args"]
         tick("inputs")
         bound = variant.bind(host_args)
         tick("bind")
         if not reused:
-            verification = _verify(spec, bound, host_args)
+            if current["expected"] is None:
+                current["expected"] = _expected(spec, host_args)
+            current["uses"] += 1
+            verification = _verify(spec, bound, current["expected"])
             if verification is not None:
                 _verified[(io, config)] = verification
-                _last_inputs.clear()
-                _last_inputs[io] = host_args
         tick("verify")
         measurement = None
         if spec.options.time:
