@@ -145,15 +145,21 @@ class Constraint:
 
 def compile_expr(expr: str, line: int | None, what: str) -> Any:
     """Compile a cell expression once, with a cell-line error when it is not valid Python."""
+    fix = "Write a Python expression, e.g. cdiv(n, BLOCK)."
     try:
         tree = ast.parse(expr.strip(), mode="eval")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                raise CellError(f"'{node.attr}' is not allowed in a {what} expression", line=line)
+        # compile() rejects what parses ('(yield)', 'await x'): also a cell error (issue 9)
+        return compile(tree, f"<ktune {what}>", "eval")
     except SyntaxError as exc:
         raise CellError(f"cannot parse the {what} expression '{expr.strip()}' ({exc.msg})",
-                        line=line, fix="Write a Python expression, e.g. cdiv(n, BLOCK).") from None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            raise CellError(f"'{node.attr}' is not allowed in a {what} expression", line=line)
-    return compile(tree, f"<ktune {what}>", "eval")
+                        line=line, fix=fix) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte, 300 nested '('
+        why = type(exc).__name__ if isinstance(exc, RecursionError | MemoryError) else str(exc)
+        raise CellError(f"cannot parse the {what} expression ({why})", line=line,
+                        fix=fix) from None
 
 
 def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None) -> Any:
@@ -262,7 +268,8 @@ def _coerce(value: Any, p: Param) -> ParamValue:
         if value == allowed or str(value).lower() == str(allowed).lower():
             return allowed
     for allowed in p.values:  # a swizzle given by its byte span: 128 -> "128B", 0 -> "none"
-        if isinstance(allowed, str) and _SWIZZLE_NAME.match(allowed) and str(value).isdigit() \
+        # isdecimal, not isdigit: '²' is a digit that int() rejects (issue 9)
+        if isinstance(allowed, str) and _SWIZZLE_NAME.match(allowed) and str(value).isdecimal() \
                 and cxx_value(allowed, p.values) == int(value):
             return allowed
     raise CellError(f"{value!r} is not an allowed value of {p.name}",

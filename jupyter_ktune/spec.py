@@ -109,6 +109,17 @@ class KernelSpec:
         return replace(self, options=replace(self.options, **kw))
 
 
+MAX_VALUES = 4096  # values of one tunable
+
+
+def _fits(values: range) -> bool:
+    """Whether a range is short enough to list (len() itself overflows past 2**63)."""
+    try:
+        return len(values) <= MAX_VALUES
+    except OverflowError:
+        return False
+
+
 def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...]:
     """Parse ``[64, 128]``, ``[none, 64B]``, ``pow2(16, 256)`` or ``range(1, 5)``."""
     text = text.strip()
@@ -123,7 +134,15 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
             if not 1 <= len(nums) <= 3:
                 raise CellError(f"range() takes 1 to 3 integers, got {len(nums)}", line=line,
                                 fix=f"Write {name} in range(1, 5).")
-            return tuple(range(*nums))
+            if len(nums) == 3 and nums[2] == 0:
+                raise CellError("range() step must not be zero", line=line,
+                                fix=f"Write {name} in range(1, 5).")
+            values = range(*nums)
+            if not _fits(values):  # range(0, 10**9) would fill the memory (issue 9)
+                raise CellError(f"range({m.group(2).strip()}) has more values than a slider or "
+                                f"a sweep can use ({MAX_VALUES})", line=line,
+                                fix=f"Write {name} in pow2(...) or a shorter range.")
+            return tuple(values)
         if len(nums) != 2:
             raise CellError(f"pow2() takes 2 integers (lowest, highest), got {len(nums)}",
                             line=line, fix=f"Write {name} in pow2(16, 256).")

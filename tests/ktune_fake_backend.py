@@ -3,17 +3,26 @@
 It exercises everything generic (constraints, verification with poisoned outputs, the timing
 protocol, the worker's crash/hang/fatal handling) without a GPU. Registered for the worker via
 ``KTUNE_BACKEND_MODULES=fake=ktune_fake_backend`` with ``tests/`` on PYTHONPATH.
+
+Fault kinds a cell can produce (issue 9): ``os.abort()`` (a crash), an endless loop (a hang),
+``raise FatalFault(...)`` (a sticky device error: the worker restarts), ``raise
+OutOfResources(...)`` (mapped to "out of resources", as the CUDA backend's launch checks are), a
+huge NumPy allocation (out of memory), and a compile error chosen by the config: lines between
+``#if EXPR`` and ``#endif`` (EXPR over the config's C++ values, as the C preprocessor sees them)
+are kept only when EXPR is true, so ``#if K == 3`` / ``def broken(:`` / ``#endif`` fails to
+compile for K=3 only, on the cell's own line.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, ClassVar
 
 import numpy as np
 
 from jupyter_ktune.backends.base import DeviceInfo
-from jupyter_ktune.errors import CompileFailure, Diagnostic
+from jupyter_ktune.errors import CompileFailure, Diagnostic, OutOfResources
 from jupyter_ktune.measure.verify import poison
 
 
@@ -58,12 +67,33 @@ class Bound:
         return {"kernel": self.fn.__name__}
 
 
+_IF = re.compile(r"^\s*#if\s+(?P<expr>.+?)\s*$")
+_ENDIF = re.compile(r"^\s*#endif\b")
+
+
+def preprocess(source: str, env: dict[str, int]) -> str:
+    """Drop ``#if EXPR`` ... ``#endif`` blocks whose EXPR is false (blank lines keep numbering)."""
+    out, keep = [], [True]
+    for text in source.splitlines():
+        if m := _IF.match(text):
+            keep.append(keep[-1] and bool(eval(m.group("expr"), {}, dict(env))))  # noqa: S307
+            out.append("")
+        elif _ENDIF.match(text) and len(keep) > 1:
+            keep.pop()
+            out.append("")
+        else:
+            out.append(text if keep[-1] else "")
+    return "\n".join(out) + "\n"
+
+
 class Variant:
     def __init__(self, spec, config):
-        ns: dict[str, Any] = {"np": np, "FatalFault": FatalFault}
-        ns.update(spec.space.cxx_env(config))
+        ns: dict[str, Any] = {"np": np, "FatalFault": FatalFault,
+                              "OutOfResources": OutOfResources}
+        env = spec.space.cxx_env(config)
+        ns.update(env)
         try:
-            code = compile(spec.source, "cell", "exec")
+            code = compile(preprocess(spec.source, env), "cell", "exec")
         except SyntaxError as exc:  # like a compiler error: mapped to the cell's own line
             line = spec.body_line + (exc.lineno or 1) - 1
             raise CompileFailure("fake", str(exc),

@@ -72,9 +72,12 @@ class DeviceWorker:
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._ready = False
-        self._log = Path(tempfile.mkstemp(prefix="ktune-worker-", suffix=".log")[1])
+        fd, log = tempfile.mkstemp(prefix="ktune-worker-", suffix=".log")
+        os.close(fd)  # the child opens it by name; an open fd per worker would leak
+        self._log = Path(log)
         self.restarts = 0
         self.last_start_s: float | None = None
+        self.start_times_s: list[float] = []  # every start, first one included (issue 9)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -86,6 +89,7 @@ class DeviceWorker:
             env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
             log = open(self._log, "ab")  # noqa: SIM115 - owned by the child
             self._t0 = time.perf_counter()
+            self._t0_wall = time.time()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "jupyter_ktune.runner.worker", str(child.fileno())],
                 pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -105,13 +109,18 @@ class DeviceWorker:
             raise WorkerTimeout(f"[ktune] the device worker did not start within "
                                 f"{self._startup_timeout:.0f} s. Its log: {self._log}")
         try:
-            cloudpickle.loads(self._conn.recv_bytes())
+            hello = cloudpickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             code = self._proc.wait()
             raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
                              f"\n{self.log_tail()}") from None
         self._ready = True
-        self.last_start_s = time.perf_counter() - self._t0
+        # From spawn to the worker's ready message; the client may read it much later (a restart
+        # is spawned at once but read on the next request), which is not start time.
+        waited = time.perf_counter() - self._t0
+        start = hello[2] - self._t0_wall if len(hello) > 2 else waited
+        self.last_start_s = min(max(start, 0.0), waited)
+        self.start_times_s.append(self.last_start_s)
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -132,10 +141,11 @@ class DeviceWorker:
             self.start()
 
     def close(self) -> None:
-        """Stop the worker."""
+        """Stop the worker and remove its log file (a temp file per worker, issue 9)."""
         with self._lock:
             self._kill()
             self._proc = None
+            self._log.unlink(missing_ok=True)
 
     def __enter__(self) -> DeviceWorker:
         return self

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 
 # Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
@@ -55,6 +57,23 @@ def _handle(msg: tuple) -> tuple:
     return ("error", f"[ktune] unknown worker request {kind!r}")
 
 
+def _exit_with_parent() -> None:
+    """Exit when the notebook process dies (issue 9).
+
+    The worker runs in its own session, so a ``kill -9`` of the notebook's kernel does not reach
+    it; a worker stuck in a hung kernel would never read the closed socket and would spin (and
+    hold the GPU) forever. A daemon thread watches the parent id instead.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(4)
+
+    threading.Thread(target=watch, name="ktune-parent-watch", daemon=True).start()
+
+
 def main(fd: int) -> None:
     """Serve requests on socket ``fd`` until the client closes it."""
     import socket
@@ -64,7 +83,9 @@ def main(fd: int) -> None:
 
     sock = socket.socket(fileno=fd)
     conn = Connection(sock.detach())
-    conn.send_bytes(cloudpickle.dumps(("ready", os.getpid())))
+    _exit_with_parent()
+    # the ready time lets the client measure the start alone, not the wait for a first request
+    conn.send_bytes(cloudpickle.dumps(("ready", os.getpid(), time.time())))
     while True:
         try:
             data = conn.recv_bytes()

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Status
 from jupyter_ktune.space import Config
 from jupyter_ktune.tune.store import StoredResult
@@ -75,35 +76,61 @@ def to_t4(rows: Iterable[StoredResult]) -> dict[str, Any]:
     return {"schema_version": T4_VERSION, "results": out}
 
 
+class T4Error(KtuneError, ValueError):
+    """A T4 file ktune cannot read: not JSON, not T4, or a result without a usable field."""
+
+
+def _t4_row(i: int, item: Any, kernel: str, backend: str, device: str) -> StoredResult:
+    """One T4 result; every malformed field is a :class:`T4Error` naming the result (issue 9)."""
+    where = f"[ktune] T4 result {i}"
+    if not isinstance(item, Mapping):
+        raise T4Error(f"{where} is a {type(item).__name__}, not an object")
+    conf = item.get("configuration")
+    if not isinstance(conf, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int | float | str) for k, v in conf.items()):
+        raise T4Error(f"{where} has no 'configuration' object of names and numbers or strings "
+                      f"(got {conf!r:.80})")
+    invalidity = item.get("invalidity", "correct")
+    status = _STATUS.get(invalidity, Status.RUNTIME_ERROR) if isinstance(invalidity, str) \
+        else Status.RUNTIME_ERROR
+    times = item.get("times")
+    runtimes = (times.get("runtimes") if isinstance(times, Mapping) else None) or []
+    if not runtimes:
+        measurements = item.get("measurements") or []
+        t = None
+        if isinstance(measurements, list):
+            t = next((m.get("value") for m in measurements
+                      if isinstance(m, Mapping) and m.get("name") == "time"), None)
+        runtimes = [] if t is None else [t]
+    try:
+        arr = np.asarray([float(t) for t in runtimes], dtype=float) if runtimes else None
+    except (TypeError, ValueError):
+        raise T4Error(f"{where}: its run times are not numbers (got {runtimes!r:.80})") from None
+    stamp = item.get("timestamp")
+    try:
+        created = _dt.datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) \
+            else 0.0
+    except (ValueError, OverflowError, OSError):
+        created = 0.0
+    return StoredResult(config=Config(conf), status=status, times_ms=arr,
+                        method="Kernel Tuner (T4 import)", kernel=kernel, backend=backend,
+                        device=device, created=created)
+
+
 def from_t4(doc: Mapping[str, Any], kernel: str = "", backend: str = "",
             device: str = "") -> list[StoredResult]:
-    """Read a T4 document (as Kernel Tuner writes it) into stored-result rows."""
-    if not isinstance(doc, Mapping) or "results" not in doc:
-        raise ValueError("[ktune] not a T4 results file: it has no 'results' list "
-                         "(Kernel Tuner writes one with tune_kernel(..., ) + store_output_file)")
+    """Read a T4 document (as Kernel Tuner writes it) into stored-result rows.
+
+    Raises :class:`T4Error` (a ``ValueError``) naming the first result it cannot read.
+    """
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("results"), list):
+        raise T4Error("[ktune] not a T4 results file: it has no 'results' list "
+                      "(Kernel Tuner writes one with tune_kernel(..., ) + store_output_file)")
     version = str(doc.get("schema_version", ""))
     if version.split(".")[0] != T4_VERSION.split(".")[0]:
-        raise ValueError(f"[ktune] T4 schema version {version!r} is not supported "
-                         f"(this ktune reads {T4_VERSION})")
-    rows = []
-    for item in doc["results"]:
-        status = _STATUS.get(item.get("invalidity", "correct"), Status.RUNTIME_ERROR)
-        runtimes = (item.get("times") or {}).get("runtimes") or []
-        if not runtimes:
-            t = next((m.get("value") for m in item.get("measurements", [])
-                      if m.get("name") == "time"), None)
-            runtimes = [] if t is None else [t]
-        times = np.asarray([float(t) for t in runtimes], dtype=float) if runtimes else None
-        stamp = item.get("timestamp")
-        try:
-            created = _dt.datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
-        except ValueError:
-            created = 0.0
-        rows.append(StoredResult(config=Config(item["configuration"]), status=status,
-                                 times_ms=times, method="Kernel Tuner (T4 import)",
-                                 kernel=kernel, backend=backend, device=device,
-                                 created=created))
-    return rows
+        raise T4Error(f"[ktune] T4 schema version {version!r:.40} is not supported "
+                      f"(this ktune reads {T4_VERSION})")
+    return [_t4_row(i, item, kernel, backend, device) for i, item in enumerate(doc["results"])]
 
 
 def write_t4(path: str | Path, rows: Iterable[StoredResult]) -> Path:
@@ -117,7 +144,11 @@ def write_t4(path: str | Path, rows: Iterable[StoredResult]) -> Path:
 
 def read_t4(path: str | Path, **kw: Any) -> list[StoredResult]:
     """Read a T4 results file; ``kw`` (kernel, backend, device) label the rows."""
-    return from_t4(json.loads(Path(path).read_text()), **kw)
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise T4Error(f"[ktune] {path} is not a JSON file ({exc})") from None
+    return from_t4(doc, **kw)
 
 
 def import_t4(path: str | Path, store: Any, key: Any, kernel: str = "",

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
 
@@ -166,9 +167,32 @@ class Store:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0,
                                      isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self.schema_found = migrate(self._conn)
+        try:
+            self.schema_found = self._setup()
+        except sqlite3.OperationalError:
+            self._conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged (issue 9)
+            self._conn.close()
+            raise KtuneError(f"[ktune] {self.path} is not a ktune results store ({exc}). "
+                             "Move it away, or pass store= another path.") from None
+
+    def _setup(self, wait_s: float = 30.0) -> int:
+        """WAL mode and migration, retried while another notebook holds the new file's lock.
+
+        Switching a new file to WAL takes an exclusive lock that SQLite's busy timeout does not
+        wait for: two notebooks opening one new store at once got "database is locked" (issue 9).
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                return migrate(self._conn)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         """Close the connection (committed rows are already on disk)."""
