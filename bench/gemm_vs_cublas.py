@@ -1,0 +1,145 @@
+"""Triton bf16 GEMM configs of ``examples/gemm.ipynb`` against cuBLAS (``torch.matmul``) on the H200.
+
+Run from the repository root on the GPU machine: ``python bench/gemm_vs_cublas.py [SIZE]``
+(default 8192). ``--check`` only parses the notebook's Triton cells (works on CPU) and exits 0.
+
+For every config of both Triton cells (tiled and persistent) it runs the variant through the
+device worker with ``run_kernel`` (verified on fresh inputs, timed by the extension's protocol),
+and, in the same worker, times the same compiled kernel and ``torch.matmul`` with
+``triton.testing.do_bench(return_mode="median")``. The "% of cuBLAS" column compares do_bench
+with do_bench (one protocol for both sides); the extension's own median is printed next to it.
+Target from issue 8: the best Triton config at >= 95% of cuBLAS. Writes gemm_vs_cublas.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing (the worker too)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+NB = ROOT / "examples" / "gemm.ipynb"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+SIZE = int(ARGS[0]) if ARGS else 8192
+TILED = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
+         dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
+         dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
+         dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=4)]
+PERSISTENT = [dict(c, NUM_SMS=132) for c in TILED[:3]]
+
+
+def inputs(M=SIZE, N=SIZE, K=SIZE):
+    import ml_dtypes
+
+    a = np.random.randn(M, K).astype(ml_dtypes.bfloat16)
+    b = np.random.randn(K, N).astype(ml_dtypes.bfloat16)
+    return dict(a=a, b=b, c=np.empty((M, N), dtype=ml_dtypes.bfloat16), M=M, N=N, K=K)
+
+
+def reference(a, b, c, M, N, K):
+    return a.astype(np.float32) @ b.astype(np.float32)
+
+
+def cells() -> dict[str, tuple[str, str]]:
+    """name -> (magic line arguments, body) of the notebook's Triton %%kernel cells."""
+    nb = nbformat.read(NB, as_version=4)
+    out = {}
+    for c in nb.cells:
+        if c.cell_type == "code" and c.source.startswith("%%kernel") and "--backend triton" in c.source:
+            line, body = c.source.split("\n", 1)
+            args = line.removeprefix("%%kernel").split(" --config")[0]
+            out[args.split()[0]] = (args, body)
+    return out
+
+
+def do_bench_triton(source: str, name: str, config: dict, size: int) -> float:
+    """In the worker: the cell's kernel timed with do_bench (median ms)."""
+    import torch
+    import triton
+
+    from jupyter_ktune.backends.triton import load_module
+
+    kernel = getattr(load_module(source, name), name)
+    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+    if "NUM_SMS" in config:
+        grid = (config["NUM_SMS"],)
+    else:
+        grid = (triton.cdiv(size, config["BLOCK_M"]) * triton.cdiv(size, config["BLOCK_N"]),)
+    return float(triton.testing.do_bench(
+        lambda: kernel[grid](a, b, c, size, size, size, **config), return_mode="median"))
+
+
+def do_bench_cublas(size: int) -> dict:
+    """In the worker: torch.matmul (cuBLAS) timed with do_bench, and checked once."""
+    import torch
+    import triton
+
+    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    ms = float(triton.testing.do_bench(lambda: torch.matmul(a, b), return_mode="median"))
+    return dict(ms=ms, device=torch.cuda.get_device_name(), torch=torch.__version__,
+                triton=triton.__version__)
+
+
+def tflops(ms: float) -> float:
+    return 2 * SIZE ** 3 / (ms * 1e-3) / 1e12
+
+
+def main() -> None:
+    from jupyter_ktune.spec import parse_cell
+
+    specs = {name: parse_cell(args + " --budget-ms 300", body,
+                              {"inputs": inputs, "reference": reference})
+             for name, (args, body) in cells().items()}
+    assert set(specs) == {"matmul", "matmul_persistent"}, sorted(specs)
+    if "--check" in sys.argv:
+        for name, spec in specs.items():
+            for cfg in TILED if name == "matmul" else PERSISTENT:
+                bad = spec.space.violations(cfg)
+                assert not bad, (name, cfg, bad)
+        print("ok:", ", ".join(sorted(specs)), "parsed;", len(TILED) + len(PERSISTENT), "configs valid")
+        return
+
+    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.runner.client import DeviceWorker
+
+    rows = []
+    with DeviceWorker() as w:
+        cublas = w.call(do_bench_cublas, SIZE, timeout=600)
+        for name, configs in (("matmul", TILED), ("matmul_persistent", PERSISTENT)):
+            body = cells()[name][1]
+            for cfg in configs:
+                r = run_kernel(specs[name], cfg, worker=w)
+                ext = r.measurement.timing.median_ms if r.measurement else float("nan")
+                bench = (w.call(do_bench_triton, body, name, cfg, SIZE, timeout=600)
+                         if r.status.value == "ok" else float("nan"))
+                rows.append(dict(kernel=name, config=cfg, status=r.status.value,
+                                 reason=r.reason[:200], ext_ms=ext, do_bench_ms=bench,
+                                 tflops=tflops(bench), pct_cublas=100 * cublas["ms"] / bench))
+    print(f"{SIZE}^3 bf16 on {cublas['device']} (torch {cublas['torch']}, triton {cublas['triton']})")
+    print(f"{'kernel':18} {'config':64} {'status':8} {'ext ms':>8} {'bench ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8}")
+    print(f"{'torch.matmul':18} {'cuBLAS':64} {'ok':8} {'':>8} {cublas['ms']:8.3f} "
+          f"{tflops(cublas['ms']):8.1f} {100.0:8.1f}")
+    for row in rows:
+        cfg = " ".join(f"{k}={v}" for k, v in row["config"].items())
+        print(f"{row['kernel']:18} {cfg:64} {row['status']:8} {row['ext_ms']:8.3f} "
+              f"{row['do_bench_ms']:8.3f} {row['tflops']:8.1f} {row['pct_cublas']:8.1f}")
+    best = max((r for r in rows if r["pct_cublas"] == r["pct_cublas"]),
+               key=lambda r: r["pct_cublas"], default=None)
+    if best:
+        print(f"best: {best['kernel']} {best['config']} at {best['pct_cublas']:.1f}% of cuBLAS "
+              f"(target >= 95%: {'met' if best['pct_cublas'] >= 95 else 'NOT met'})")
+    Path("gemm_vs_cublas.json").write_text(
+        json.dumps(dict(size=SIZE, cublas=cublas, rows=rows), indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
