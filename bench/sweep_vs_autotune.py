@@ -24,31 +24,18 @@ sys.path.insert(0, str(ROOT))
 SPACE = ("# ktune: BLOCK_M in [64, 128]; BLOCK_N in [64, 128, 256]; BLOCK_K in [32, 64]\n"
          "# ktune: GROUP_M in [8]; num_warps in [4, 8]; num_stages in [2, 3, 4]\n"
          "# ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N); flops = 2 * M * N * K\n")
-KERNEL = '''@triton.jit
-def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-           BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * num_n
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_m - first_m, GROUP_M)
-    pm = first_m + (pid % group) % size_m
-    pn = (pid % group) // size_m
-    rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    a_ptrs = a + rm[:, None] * K + rk[None, :]
-    b_ptrs = b + rk[:, None] * N + rn[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        x = tl.load(a_ptrs, mask=(rm[:, None] < M) & (k + rk[None, :] < K), other=0.0)
-        y = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(x, y)
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * N
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=mask)
-'''
+def _example_kernel() -> str:
+    """The ``@triton.jit`` matmul of examples/matmul_triton.ipynb, without its directives: one
+    source for the notebook and this benchmark, so they cannot drift apart."""
+    nb = json.loads((ROOT / "examples" / "matmul_triton.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"]
+                if "".join(c["source"]).startswith("%%kernel matmul"))
+    body = cell.split("\n", 1)[1]
+    return "\n".join(line for line in body.splitlines()
+                     if not line.lstrip().startswith("# ktune:")) + "\n"
+
+
+KERNEL = _example_kernel()
 
 
 def make_io(size: int):
