@@ -2,8 +2,10 @@
 
 A 1 GiB device-to-device copy (bytes read + written over its median time) and an 8192^3 fp16
 cuBLAS matrix product (2*N^3 over its median time), each timed with events, ten runs after a
-warm-up. On the H200 the project measured about 4.2-4.3 TB/s and 710-790 TFLOP/s (bf16, torch)
-this way. Cached per device and driver in ``~/.cache/jupyter-ktune/ceilings.json``.
+warm-up. (For scale: the device machine's notes give about 4.24 TB/s for a copy and 710-790
+TFLOP/s for bf16 through torch on the H200; this module's own numbers have not been recorded in
+bench/results yet, so the panel shows whatever it measures, labelled as measured.)
+Cached per device and driver in ``~/.cache/jupyter-ktune/ceilings.json``.
 """
 
 from __future__ import annotations
