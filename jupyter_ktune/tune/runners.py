@@ -17,7 +17,6 @@ import os
 import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -167,26 +166,14 @@ class LocalRunner:
             w.close()
 
 
-_dask_worker: DeviceWorker | None = None
-_dask_lock = threading.Lock()
-
-
-def _dask_device_worker() -> DeviceWorker:
-    global _dask_worker
-    with _dask_lock:
-        if _dask_worker is None:
-            _dask_worker = DeviceWorker()
-        return _dask_worker
-
-
 def dask_run(spec: KernelSpec, config: Config) -> RunResult:
     """Dask task: run one variant on this Dask worker's own device worker."""
-    return _dask_device_worker().run(spec, config)
+    return get_worker().run(spec, config)
 
 
 def dask_device(backend: str) -> Any:
     """Dask task: DeviceInfo of this Dask worker's device."""
-    return _dask_device_worker().device(backend)
+    return get_worker().device(backend)
 
 
 class DaskRunner:
