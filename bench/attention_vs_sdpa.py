@@ -6,8 +6,8 @@ Run on the H200 from the repository root::
     python bench/attention_vs_sdpa.py [--quick] [--json attention_vs_sdpa.json]
     python bench/attention_vs_sdpa.py --check      # CPU: parse the notebook's cells, no timing
 
-The sweep: fp16, Z=4, H=32, D in (64, 128), causal and not, N_CTX = 512 ... 16384. The Triton
-kernels (non-persistent and persistent) are timed by the device worker (``DeviceWorker.run`` on a
+The sweep: Z=4, H=32, D in (64, 128), causal and not, N_CTX = 512 ... 16384. The Triton
+kernels (fp16 non-persistent and persistent, and the fp8 e4m3 cell) are timed by the device worker (``DeviceWorker.run`` on a
 spec parsed from the notebook's cell: verified, L2 flushed by a read, CUDA events, median with a
 95% CI). SDPA is timed in the same worker with ``torch.nn.attention.sdpa_kernel`` forcing
 ``CUDNN_ATTENTION`` and then ``FLASH_ATTENTION`` (CUDA events, same read-flush of L2, median).
@@ -41,14 +41,36 @@ CONFIGS = {64: dict(BLOCK_M=128, BLOCK_N=64, HEAD_DIM=64, num_warps=4, num_stage
            128: dict(BLOCK_M=128, BLOCK_N=64, HEAD_DIM=128, num_warps=8, num_stages=3)}
 
 
-def inputs(Z=Z, H=H, N_CTX=1024, D=64, causal=0):
-    q, k, v = (np.random.randn(Z, H, N_CTX, D).astype(np.float16) for _ in range(3))
+def inputs(Z=Z, H=H, N_CTX=1024, D=64, causal=0, dtype=np.float16):
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((Z, H, N_CTX, D), dtype=np.float32).astype(dtype)
+               for _ in range(3))
     return dict(q=q, k=k, v=v, o=np.empty((Z, H, N_CTX, D), dtype=np.float16),
                 sm_scale=float(1 / np.sqrt(D)), Z=Z, H=H, N_CTX=N_CTX, D=D, causal=causal)
 
 
+def inputs_fp8(**kw):
+    import ml_dtypes
+
+    return inputs(dtype=ml_dtypes.float8_e4m3fn, **kw)
+
+
 def reference(q, k, v, o, sm_scale, Z, H, N_CTX, D, causal, **_):
-    """float32 softmax(Q K^T * scale (+ causal)) V, one (batch, head) at a time (memory)."""
+    """float32 softmax(Q K^T * scale (+ causal)) V: torch SDPA in float32 on the GPU (an
+    implementation independent of the Triton kernels), else NumPy one head at a time."""
+    try:
+        import torch
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    if gpu:
+        out = np.empty(q.shape, dtype=np.float32)
+        for z in range(Z):  # one batch item at a time bounds the float32 copies
+            qt, kt, vt = (torch.from_numpy(np.asarray(x[z], dtype=np.float32)).cuda()
+                          for x in (q, k, v))
+            out[z] = torch.nn.functional.scaled_dot_product_attention(
+                qt, kt, vt, is_causal=bool(causal), scale=sm_scale).cpu().numpy()
+        return out
     out = np.empty(q.shape, dtype=np.float32)
     mask = np.tril(np.ones((N_CTX, N_CTX), dtype=bool)) if causal else None
     for z in range(Z):
@@ -62,16 +84,16 @@ def reference(q, k, v, o, sm_scale, Z, H, N_CTX, D, causal, **_):
 
 
 def kernel_cells() -> dict[str, tuple[str, str]]:
-    """The notebook's fp16 %%kernel cells, by kernel name: (magic line, body)."""
+    """The notebook's %%kernel cells: (magic line, body) by kernel name; the fp8 cell (same
+    kernel, fp8 inputs) as ``attn_fwd_fp8``."""
     nb = nbformat.read(NB, as_version=4)
     cells = {}
     for c in nb.cells:
         if c.cell_type == "code" and c.source.startswith("%%kernel"):
             line, body = c.source.split("\n", 1)
-            if "inputs_fp8" in line:
-                continue
             line = line.removeprefix("%%kernel").split(" --config")[0]
-            cells[line.split()[0]] = (line, body)
+            key = line.split()[0] + ("_fp8" if "inputs_fp8" in line else "")
+            cells[key] = (line, body)
     return cells
 
 
@@ -82,6 +104,7 @@ def renamed(line: str, body: str, new: str) -> tuple[str, str]:
 
 def specs(n_ctx: int = 1024, d: int = 64, causal: int = 0) -> dict:
     ns = {"inputs": functools.partial(inputs, N_CTX=n_ctx, D=d, causal=causal),
+          "inputs_fp8": functools.partial(inputs_fp8, N_CTX=n_ctx, D=d, causal=causal),
           "reference": reference}
     out = {}
     cells = kernel_cells()
@@ -179,6 +202,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="parse the cells only (CPU)")
     ap.add_argument("--quick", action="store_true", help="N_CTX 1024 and 4096 only")
+    ap.add_argument("--contexts", type=int, nargs="*", help="N_CTX values (default: all)")
     ap.add_argument("--json", default="attention_vs_sdpa.json")
     args = ap.parse_args()
     if args.check:
@@ -187,7 +211,7 @@ def main() -> int:
     from jupyter_ktune.api import run_kernel
     from jupyter_ktune.runner.client import DeviceWorker
 
-    contexts = [1024, 4096] if args.quick else CONTEXTS
+    contexts = args.contexts or ([1024, 4096] if args.quick else CONTEXTS)
     rows, names = [], None
     with DeviceWorker() as w:
         for d in (64, 128):
@@ -197,7 +221,8 @@ def main() -> int:
                     cfg = CONFIGS[d]
                     row = {"D": d, "causal": causal, "N_CTX": n}
                     for name, extra in (("attn_fwd", {}),
-                                        ("attn_fwd_persistent", {"NUM_PROGS": 132})):
+                                        ("attn_fwd_persistent", {"NUM_PROGS": 132}),
+                                        ("attn_fwd_fp8", {})):
                         r = run_kernel(sp[name], {**cfg, **extra}, worker=w)
                         t = r.measurement.timing if r.measurement else None
                         row[name] = {"status": r.status.value, "reason": r.reason[:200],
@@ -206,6 +231,7 @@ def main() -> int:
                         row[backend] = w.call(sdpa_ms, n, d, causal, backend, timeout=600)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
+                    Path(args.json).write_text(json.dumps({"rows": rows}, indent=1, default=str))
         cells = kernel_cells()
         body_a = cells["attn_fwd"][1]
         body_b = renamed(*cells["attn_fwd"], "cutlass_attn_fwd")[1]
@@ -215,7 +241,8 @@ def main() -> int:
 
     flops = lambda r: 4 * Z * H * r["N_CTX"] ** 2 * r["D"] / (2 if r["causal"] else 1)  # noqa: E731
     print(f"\ndevice: {device}; fp16, Z={Z}, H={H}; TFLOP/s (ms)")
-    cols = ("attn_fwd", "attn_fwd_persistent", "CUDNN_ATTENTION", "FLASH_ATTENTION")
+    cols = ("attn_fwd", "attn_fwd_persistent", "attn_fwd_fp8", "CUDNN_ATTENTION",
+            "FLASH_ATTENTION")
     print(f"{'D':>4} {'causal':>6} {'N_CTX':>6} " + " ".join(f"{c:>24}" for c in cols))
     for r in rows:
         cells_txt = []

@@ -70,8 +70,9 @@ def ktune_sweep(size: int, store: Path, budget_ms: float) -> dict:
         f"matmul --backend triton --inputs inputs --reference reference --out c "
         f"--budget-ms {budget_ms}", SPACE + KERNEL, {"inputs": inputs, "reference": reference})
     t0 = time.perf_counter()
-    report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3,
-                                on_result=lambda p: print(p.text(), flush=True))
+    report = jupyter_ktune.tune(
+        spec, "exhaustive", store=store, top_k=3,
+        on_result=lambda p: print(f"{time.perf_counter() - t0:7.1f} s  {p.text()}", flush=True))
     wall = time.perf_counter() - t0
     best = report.best
     return {"wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
@@ -132,6 +133,7 @@ def main() -> None:
     os.environ["TRITON_CACHE_DIR"] = str(base / "ktune-cache")  # cold cache for ktune's side
     out["ktune"] = ktune_sweep(args.size, args.store, args.budget_ms)
     print(json.dumps(out["ktune"], default=str)[:2000], flush=True)
+    args.out.write_text(json.dumps(out, indent=1, default=str))  # kept if autotune is cut short
     os.environ["TRITON_CACHE_DIR"] = str(base / "triton-cache")  # cold cache for autotune
     out["triton_autotune"] = triton_autotune(args.size)
     out["speedup_wall"] = out["triton_autotune"]["wall_s"] / out["ktune"]["wall_s"]

@@ -146,6 +146,20 @@ def test_ncu_report_gives_samples_and_stalls_per_cell_line() -> None:
     assert bundle is not None and bundle[MIME_TYPE]["lines"][str(top[0])]["samples"] > 100
 
 
+def test_ncu_command_collects_lines_by_default_or_the_named_metrics(monkeypatch) -> None:
+    from jupyter_ktune.measure import profile_ncu
+
+    lines = profile_ncu.ncu_command("ncu", "out", "gemm", ["python", "x.py"])
+    assert lines[:3] == ["ncu", "--clock-control", "none"] and "regex:^gemm" in lines
+    assert lines.count("--section") == 2 and lines[-2:] == ["python", "x.py"]
+    metrics = profile_ncu.ncu_command("ncu", "out", "gemm", ["python"],
+                                      what=["--metrics", ",".join(profile_ncu.SHARED_METRICS)])
+    assert "--section" not in metrics and any("bank_conflicts" in a for a in metrics)
+    monkeypatch.setattr(profile_ncu, "find_ncu", lambda: None)
+    with pytest.raises(RuntimeError, match="ncu.*not installed"):
+        profile_ncu.ncu_metrics(None, {})
+
+
 def test_views_draw_every_source_and_serialise(kt: Breakdown) -> None:
     from bokeh.embed import json_item
 

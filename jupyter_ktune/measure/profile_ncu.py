@@ -153,17 +153,26 @@ def read_report(path: str | os.PathLike[str], kernel: str, keep_file: Callable[[
                                 parse_ms=(time.perf_counter() - t0) * 1e3)
 
 
-def ncu_command(ncu: str, out: str, kernel: str, argv: list[str]) -> list[str]:
-    """The ncu command line: per-line sampling sections, free-running clocks, one launch."""
-    cmd = [ncu, "--clock-control", "none", "--import-source", "yes", "-f", "-o", out,
-           "-k", f"regex:^{kernel}", "-c", "1"]
+def line_sampling_args() -> list[str]:
+    """ncu arguments for the per-line view: source import and the sampling sections."""
+    args = ["--import-source", "yes"]
     for s in SECTIONS:
-        cmd += ["--section", s]
-    return cmd + argv
+        args += ["--section", s]
+    return args
 
 
-def profile_ncu(spec: Any, config: Any, timeout: float = 120.0) -> Breakdown:
-    """Run the variant under ncu in a subprocess and return its per-line samples (worker side)."""
+def ncu_command(ncu: str, out: str, kernel: str, argv: list[str],
+                what: list[str] | None = None) -> list[str]:
+    """The ncu command line: free-running clocks, the first launch of ``kernel``, and ``what``
+    to collect (default: the per-line sampling sections)."""
+    what = line_sampling_args() if what is None else what
+    return [ncu, "--clock-control", "none", "-f", "-o", out, "-k", f"regex:^{kernel}", "-c", "1",
+            *what, *argv]
+
+
+def _run_under_ncu(spec: Any, config: Any, ncu_args: list[str], timeout: float
+                   ) -> tuple[str, Path]:
+    """Profile the variant's first launch under ncu with ``ncu_args``; the report's path."""
     import cloudpickle
 
     why = ncu_status()
@@ -175,16 +184,56 @@ def profile_ncu(spec: Any, config: Any, timeout: float = 120.0) -> Breakdown:
     out = str(folder / "report")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     cmd = ncu_command(find_ncu() or "ncu", out, spec.name,
-                      [sys.executable, "-m", "jupyter_ktune.measure.profile_ncu", str(job)])
+                      [sys.executable, "-m", "jupyter_ktune.measure.profile_ncu", str(job)],
+                      what=ncu_args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                           check=False)
     rep = out + ".ncu-rep"
     if not os.path.exists(rep):
         tail = (proc.stdout + proc.stderr)[-1500:]
         raise RuntimeError(f"[ktune] ncu wrote no report (exit {proc.returncode}):\n{tail}")
+    return rep, folder
+
+
+def profile_ncu(spec: Any, config: Any, timeout: float = 120.0) -> Breakdown:
+    """Run the variant under ncu in a subprocess and return its per-line samples (worker side)."""
+    rep, folder = _run_under_ncu(spec, config, line_sampling_args(), timeout)
     cell_file = (folder / "cell_file.txt").read_text().strip() \
         if (folder / "cell_file.txt").exists() else None
     return read_report(rep, spec.name, cell_file_filter(spec.backend, cell_file))
+
+
+#: Shared-memory traffic of a kernel: instructions, wavefronts, and the excess wavefronts that
+#: ncu counts as bank conflicts (wavefronts beyond the minimum an access needs).
+SHARED_METRICS = ("smsp__sass_inst_executed_op_shared_ld.sum",
+                  "smsp__sass_inst_executed_op_shared_st.sum",
+                  "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                  "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+                  "gpu__time_duration.sum")
+
+
+def ncu_metrics(spec: Any, config: Any, metrics: tuple[str, ...] = SHARED_METRICS,
+                timeout: float = 120.0) -> dict[str, float | None]:
+    """Named ncu metrics of the variant's first launch (worker side); None where ncu had none.
+
+    Used for the bank-conflict counts of the swizzle example: one ncu pass, clocks free-running.
+    """
+    ncu_report = import_ncu_report()
+    rep, _ = _run_under_ncu(spec, config, ["--metrics", ",".join(metrics)], timeout)
+    ctx = ncu_report.load_report(rep)
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            act = rng.action_by_idx(a)
+            if act.name().startswith(spec.name):
+                out: dict[str, float | None] = {}
+                for m in metrics:
+                    v = act.metric_by_name(m)
+                    out[m] = float(v.as_double()) if v is not None else None
+                return out
+    raise ValueError(f"[ktune] the ncu report has no kernel named {spec.name!r}")
 
 
 def _drive(job: str) -> None:

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call per part, so a short device budget buys whole results:
+#   bash bench/h200_batch.sh sweeps      # issue 7: sweep vs triton.autotune, search efficiency, Kernel Tuner
+#   bash bench/h200_batch.sh hardware    # issues 5, 8, 9: GEMM, attention, swizzle, breakdowns, faults
+# Needs the wheelhouse in .whl/ (../shared/device/wheelhouse.sh plus kernel-tuner, optuna, dask).
+# Each step has its own cap and its own log in $OUT; everything else it writes is packed into
+# $OUT/<part>.tgz at the end (the device tool returns at most 8 files).
+set -u
+part=${1:?sweeps or hardware}
+OUT=${OUT:-/tmp/out}; R=/tmp/r; mkdir -p "$OUT" "$R"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+T0=$(date +%s)
+step() {  # step NAME CAP_S COMMAND...: output to $OUT/NAME.log, never through a pipe
+  local name=$1 cap=$2; shift 2
+  local t=$(date +%s)
+  timeout -k 5 "$cap" "$@" >"$OUT/$name.log" 2>&1
+  echo "== $name: rc=$? $(( $(date +%s) - t )) s (cap $cap s, $(( $(date +%s) - T0 )) s in all)"
+}
+{ nvidia-smi -L; nproc; python3 -c "import triton, torch, jax; print('triton', triton.__version__, 'torch', torch.__version__, 'jax', jax.__version__)"; } 2>&1 | tee "$OUT/env.log"
+case $part in
+sweeps)
+  step sweep_vs_autotune 280 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 \
+       --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
+  step search_record 150 python3 bench/search_efficiency.py --budget-ms 5 --record $R/eff.sqlite \
+       --seeds 20 --out $R/search_efficiency_record_only.json
+  step search_replay 40 python3 bench/search_efficiency.py --stores $R/mm.sqlite $R/eff.sqlite \
+       --seeds 20 --out $R/search_efficiency.json
+  step kernel_tuner 70 python3 bench/kernel_tuner_compare.py --store $R/kt.sqlite \
+       --out $R/kernel_tuner_compare.json
+  ;;
+hardware)
+  step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
+  step gemm 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
+  step attention 170 python3 bench/attention_vs_sdpa.py --contexts 1024 4096 16384 \
+       --json $R/attention_vs_sdpa.json
+  step swizzle 60 python3 bench/swizzle_banks.py --out $R --n 8192
+  step breakdown 80 python3 bench/breakdown_h200_check.py --out $R
+  ;;
+esac
+tar -czf "$OUT/$part.tgz" -C $R . 2>/dev/null
+for f in "$OUT"/*.log; do echo "---- $f"; tail -n 14 "$f"; done
