@@ -16,6 +16,7 @@ step() {  # step NAME CAP_S COMMAND...: output to $OUT/NAME.log, never through a
   local t=$(date +%s)
   timeout -k 5 "$cap" "$@" >"$OUT/$name.log" 2>&1
   echo "== $name: rc=$? $(( $(date +%s) - t )) s (cap $cap s, $(( $(date +%s) - T0 )) s in all)"
+  tar -czf "$OUT/$part.tgz" -C $R . 2>/dev/null  # after every step: a call cut short keeps it
 }
 { nvidia-smi -L; nproc; python3 -c "import triton, torch, jax; print('triton', triton.__version__, 'torch', torch.__version__, 'jax', jax.__version__)"; } 2>&1 | tee "$OUT/env.log"
 case $part in
@@ -38,5 +39,4 @@ hardware)
   step breakdown 80 python3 bench/breakdown_h200_check.py --out $R
   ;;
 esac
-tar -czf "$OUT/$part.tgz" -C $R . 2>/dev/null
 for f in "$OUT"/*.log; do echo "---- $f"; tail -n 14 "$f"; done

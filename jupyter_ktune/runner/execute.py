@@ -306,7 +306,8 @@ def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> An
     """Cycle breakdown of one variant (worker side): its scopes, or with ``lines`` ncu's samples.
 
     Returns a :class:`~jupyter_ktune.measure.breakdown.Breakdown`; raises with the reason when
-    this backend or machine cannot produce one (the worker answers it as an error).
+    this backend or machine cannot produce one (the worker answers it as an error). Pallas has
+    scopes only on Mosaic GPU (Hopper); its other lowerings raise CannotRun saying so.
     """
     from jupyter_ktune.measure import profile_ncu
     from jupyter_ktune.measure.breakdown import Breakdown
@@ -320,6 +321,11 @@ def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> An
         if why:
             return Breakdown.lines_only(spec.name, {}, "ncu", notes=(why,))
         return profile_ncu.profile_ncu(spec, config)
+    if spec.backend == "pallas":  # Mosaic GPU's profiler; other lowerings: CannotRun, why
+        from jupyter_ktune.measure.profile_mosaic import mosaic_lowering, profile_pallas
+
+        lowering = mosaic_lowering(spec)
+        return profile_pallas(spec, config, _inputs(spec, config), lowering)
     host_args = _inputs(spec, config)
     if spec.backend == "cuda":
         from jupyter_ktune.measure.profile_cuda import profile_cuda
@@ -330,5 +336,5 @@ def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> An
 
         bound = backend.compile(spec, config).bind(host_args)
         return profile_triton(bound, spec.name, math.prod(bound.launch_info()["grid"]))
-    raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend} yet: for "
-                    "Pallas on Mosaic GPU use jupyter_ktune.measure.profile_mosaic")
+    raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend}: scopes exist "
+                    "for cuda (KT_SCOPE), triton (Proton) and pallas on Mosaic GPU")
