@@ -103,6 +103,31 @@ def test_mismatches_are_counted_with_the_first_bad_index():
     assert c.max_rel_err == np.inf  # error against a zero reference
 
 
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
+def test_sliced_compare_combines_slices_like_one_pass(monkeypatch, chunk):
+    """Slices on threads must give the whole-array answer: counts, first index, maxima, norms."""
+    import jupyter_ktune.measure.verify as verify
+
+    monkeypatch.setattr(verify, "CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((50, 40)).astype(np.float32)
+    out = ref.copy()
+    out[3, 5] += 1.0        # mismatch, 1.0 off
+    out[40, 1] = np.nan     # unwritten (poison)
+    out[49, 39] -= 2.5      # the largest error, in the last slice
+    ref[20, 20] = np.inf
+    out[20, 20] = np.inf    # equal infinities agree
+    r = compare("y", out, ref, F32)
+    assert (r.mismatched, r.unwritten, r.first_bad_index) == (3, 1, (3, 5))
+    assert r.max_abs_err == float("inf")  # a NaN output element makes the error unbounded
+    out[40, 1] = ref[40, 1]
+    r = compare("y", out, ref, F32)
+    assert r.mismatched == 2 and r.max_abs_err == pytest.approx(2.5, rel=1e-6)
+    finite = np.isfinite(ref)
+    expected_l2 = np.linalg.norm(out[finite] - ref[finite]) / np.linalg.norm(ref[finite])
+    assert r.rel_l2_err == pytest.approx(expected_l2, rel=1e-5)
+
+
 def test_unwritten_elements_are_found_through_the_poison():
     ref = np.arange(1, 9, dtype=np.float32)
     out = ref.copy()

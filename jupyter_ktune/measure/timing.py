@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -201,6 +202,24 @@ def _host_launch_us(launch: Callable[[], None], timer: DeviceTimer, n: int = 20)
     return float(np.median(costs) * 1e6)
 
 
+_EMPTY_GRAPH_MS: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictionary()
+
+
+def _empty_graph_ms(timer: Any) -> float | None:
+    """The empty kernel's own per-launch time by graph replay, once per timer.
+
+    It is a property of the device and runtime, not of the variant: capturing and replaying a
+    100-launch graph for every variant of a sweep cost host time and told nothing new. (The
+    floor it is subtracted from is still measured per variant, under the variant's conditions.)
+    """
+    try:
+        if timer not in _EMPTY_GRAPH_MS:
+            _EMPTY_GRAPH_MS[timer] = timer.graph_ms(timer.empty_launch, 100)
+        return _EMPTY_GRAPH_MS[timer]
+    except TypeError:  # a timer that cannot be weakly referenced: measure every time
+        return timer.graph_ms(timer.empty_launch, 100)
+
+
 def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 plan: TimingPlan | None = None) -> Timing:
     """Time ``launch`` with the project's protocol and return every run's device time.
@@ -257,7 +276,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     floor_ms = float(np.median(_timed_runs(timer.empty_launch, timer, 51, flush)[0]))
     # The floor holds the empty kernel's own run too, which the user's kernel also has: add
     # back its per-launch time from graph replay (back-to-back, no front-end gaps).
-    empty_ms = timer.graph_ms(timer.empty_launch, 100) if plan.subtract_floor else None
+    empty_ms = _empty_graph_ms(timer) if plan.subtract_floor else None
     overhead_ms = max(floor_ms - (empty_ms or 0.0), 0.0)
     if not use_cupti and plan.subtract_floor:
         times = [max(t - overhead_ms, 0.0) for t in events]

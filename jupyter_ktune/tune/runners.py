@@ -78,12 +78,36 @@ def precompile(blob: bytes) -> bytes:
         return cloudpickle.dumps(None)
 
 
-def make_pool(workers: int) -> cf.ProcessPoolExecutor:
-    """Start a spawn-context process pool (never fork a notebook with threads and a GPU context)."""
+#: Modules a pool process imports before its first compile, per backend (seconds each).
+_COMPILER_MODULES: dict[str, tuple[str, ...]] = {"triton": ("triton", "triton.compiler")}
+
+
+def warm_up(backend: str) -> None:
+    """Pool task: import the backend and its compiler, so the first real compile does not pay."""
+    import importlib
+
+    from jupyter_ktune.backends import get_backend
+
+    get_backend(backend)
+    for name in _COMPILER_MODULES.get(backend, ()):
+        importlib.import_module(name)
+
+
+def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecutor:
+    """Start a spawn-context process pool (never fork a notebook with threads and a GPU context).
+
+    With ``backend``, every process is started now and imports that backend's compiler, while
+    the caller goes on (a sweep starts its device worker meanwhile): spawned processes otherwise
+    start one by one as configs arrive and each pays its imports on the critical path.
+    """
     import multiprocessing
 
-    return cf.ProcessPoolExecutor(max_workers=workers,
+    pool = cf.ProcessPoolExecutor(max_workers=workers,
                                   mp_context=multiprocessing.get_context("spawn"))
+    if backend is not None:
+        for _ in range(workers):
+            pool.submit(warm_up, backend)
+    return pool
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

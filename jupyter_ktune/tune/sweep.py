@@ -141,6 +141,9 @@ class Sweep:
             from jupyter_ktune.backends import get_backend
 
             get_backend(self.spec.backend).check(self.spec)
+            pool_size = self._pool_size(runner)
+            # the pool's processes import their compiler while the device worker starts
+            pool = make_pool(pool_size, self.spec.backend) if pool_size else None
             device = runner.device(self.spec.backend)
             key = StoreKey(self.spec.source_hash, device.name,
                            StoreKey.toolchain_text(device.toolchain))
@@ -149,8 +152,6 @@ class Sweep:
                                             self.options.seed)
             n_valid = len(strategy.valid)  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
-            pool_size = self._pool_size(runner)
-            pool = make_pool(pool_size) if pool_size else None
             t0 = time.perf_counter()
             evals = self._sweep(strategy, runner, pool, store, key, total, t0)
             final = self._final(strategy, runner, store, key, total, t0, evals)
