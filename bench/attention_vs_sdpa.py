@@ -203,6 +203,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="parse the cells only (CPU)")
     ap.add_argument("--quick", action="store_true", help="N_CTX 1024 and 4096 only")
     ap.add_argument("--contexts", type=int, nargs="*", help="N_CTX values (default: all)")
+    ap.add_argument("--dims", type=int, nargs="*", default=[64, 128], help="head dims D")
     ap.add_argument("--json", default="attention_vs_sdpa.json")
     args = ap.parse_args()
     if args.check:
@@ -214,7 +215,7 @@ def main() -> int:
     contexts = args.contexts or ([1024, 4096] if args.quick else CONTEXTS)
     rows, names = [], None
     with DeviceWorker() as w:
-        for d in (64, 128):
+        for d in args.dims:
             for causal in (0, 1):
                 for n in contexts:
                     sp = specs(n, d, causal)

@@ -59,7 +59,7 @@ __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n)
   if (i == 0) { float* bad = (float*)0x10; bad[i] = 1.0f; }    // illegal address
 #endif
 #if K %% 16 == 3
-  volatile int spin = 1; while (spin) { }                      // never ends
+  while (*(volatile const float*)(x + i) >= 0.0f) { }          // never ends (x >= 0)
 #endif
 #if K %% 16 == 13
   if (i == 0) __trap();                                        // sticky launch failure

@@ -1,9 +1,9 @@
 """Search efficiency: evaluations each strategy needs to get within 3% of the exhaustive best.
 
-Three spaces are recorded exhaustively once into a store (``--record``, on the GPU): the Triton
-bf16 matmul (the sweep_vs_autotune store is reused when given), a fused row softmax
-(attention-like: a reduction over rows with block and warp choices) and a memory-bound scaled
-copy. Each strategy is then replayed from the store with 20 seeds. ``--synthetic`` replays a
+Spaces are recorded exhaustively once into a store (``--record``, on the GPU): the Triton
+bf16 matmul (the sweep_vs_autotune store is reused when given), the FlashAttention forward of
+examples/attention.ipynb (fp16, causal, Z=4, H=32, N_CTX=4096, D=64: 128 configs), a fused
+row softmax and a memory-bound scaled copy. Each strategy is then replayed from the store with 20 seeds. ``--synthetic`` replays a
 synthetic-but-realistic GEMM model instead (CPU, to test the machinery); the GPU replay decides
 ``DEFAULT_STRATEGY``.
 """
@@ -69,17 +69,65 @@ def copy_io(n=1 << 26):
     return inputs, reference
 
 
-def record(store: Path, budget_ms: float) -> None:
-    """Sweep the softmax and copy spaces exhaustively into ``store`` (GPU)."""
+def attention_cell() -> tuple[str, str]:
+    """examples/attention.ipynb's non-persistent fp16 kernel (magic-line options, body), with
+    HEAD_DIM fixed at 64 for D = 64: 4 x 4 x 2 x 4 = 128 configs."""
+    nb = json.loads((ROOT / "examples" / "attention.ipynb").read_text())
+    src = next("".join(c["source"]) for c in nb["cells"]
+               if "".join(c["source"]).startswith("%%kernel attn_fwd --backend triton --inputs inputs "))
+    line, body = src.split("\n", 1)
+    words, kept = line.split()[2:], []
+    skip = {"--config", "--budget-ms", "--backend", "--inputs", "--reference"}
+    while words:
+        w = words.pop(0)
+        if w in skip:
+            words.pop(0)  # and its value: this script sets these itself
+        else:
+            kept.append(w)
+    opts = " ".join(kept)
+    body = body.replace("HEAD_DIM in [64, 128]", "HEAD_DIM in [64]")
+    return opts, body
+
+
+def attention_io(Z=4, H=32, n_ctx=4096, d=64):
+    """Inputs and a float32 reference (torch SDPA on the GPU) of causal attention."""
+    def inputs():
+        import numpy as np
+        rng = np.random.default_rng()
+        q, k, v = (rng.standard_normal((Z, H, n_ctx, d), dtype=np.float32).astype(np.float16)
+                   for _ in range(3))
+        return dict(q=q, k=k, v=v, o=np.empty_like(q), sm_scale=float(d ** -0.5), Z=Z, H=H,
+                    N_CTX=n_ctx, D=d, causal=1)
+
+    def reference(q, k, v, o, sm_scale, Z, H, N_CTX, D, causal):
+        import numpy as np
+        import torch
+        out = np.empty(q.shape, dtype=np.float32)
+        for z in range(Z):
+            qt, kt, vt = (torch.from_numpy(x[z].astype(np.float32)).cuda() for x in (q, k, v))
+            out[z] = torch.nn.functional.scaled_dot_product_attention(
+                qt, kt, vt, is_causal=bool(causal), scale=sm_scale).cpu().numpy()
+        return out
+    return inputs, reference
+
+
+def record(store: Path, budget_ms: float, spaces: list[str]) -> None:
+    """Sweep the named spaces exhaustively into ``store`` (GPU)."""
+    import time
+
     import jupyter_ktune
-    for name, src, io, out in (("softmax", SOFTMAX, softmax_io(), "y"),
-                               ("scale", COPY, copy_io(), "y")):
-        inputs, reference = io
+    attn_opts, attn_body = attention_cell()
+    table = {"softmax": ("--out y", SOFTMAX, softmax_io()),
+             "scale": ("--out y", COPY, copy_io()),
+             "attn_fwd": (attn_opts, attn_body, attention_io())}
+    for name in spaces:
+        opts, src, (inputs, reference) = table[name]
         spec = jupyter_ktune.parse_cell(
-            f"{name} --backend triton --inputs inputs --reference reference --out {out} "
+            f"{name} --backend triton --inputs inputs --reference reference {opts} "
             f"--budget-ms {budget_ms}", src, {"inputs": inputs, "reference": reference})
-        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0,
-                               on_result=lambda p: print(name, p.text(), flush=True))
+        t0 = time.perf_counter()
+        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0, on_result=lambda p: print(
+            f"{time.perf_counter() - t0:6.1f} s {name} {p.text()}", flush=True))
         print(r.summary(), flush=True)
 
 
@@ -137,7 +185,9 @@ def _restricted(space, recorded):
 def main() -> None:
     """Record (GPU) and/or replay, then write JSON."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--record", type=Path, help="store to record softmax and copy into (GPU)")
+    ap.add_argument("--record", type=Path, help="store to record the spaces into (GPU)")
+    ap.add_argument("--spaces", nargs="*", default=["attn_fwd", "softmax", "scale"],
+                    help="which spaces --record sweeps")
     ap.add_argument("--stores", type=Path, nargs="*", default=[], help="stores to replay")
     ap.add_argument("--synthetic", action="store_true", help="replay the synthetic GEMM model")
     ap.add_argument("--seeds", type=int, default=20)
@@ -145,7 +195,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "search_eff.json")
     args = ap.parse_args()
     if args.record:
-        record(args.record, args.budget_ms)
+        record(args.record, args.budget_ms, args.spaces)
         args.stores.append(args.record)
     spaces = stored_spaces(args.stores)
     if args.synthetic:

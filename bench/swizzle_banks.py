@@ -67,10 +67,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("."))
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--tiles", type=int, nargs="*", help="only these TILE values")
+    ap.add_argument("--swizzles", nargs="*", help="only these SWIZZLE modes")
     args = ap.parse_args()
     spec = transpose_spec(args.n if not args.check else 64)
     # TILE 64 needs 16 KiB of shared memory: every Hopper (227 KiB per block) takes all configs
-    configs = list(spec.space.configs({"SMEM_PER_BLOCK": 232448}))
+    configs = [c for c in spec.space.configs({"SMEM_PER_BLOCK": 232448})
+               if (not args.tiles or c["TILE"] in args.tiles)
+               and (not args.swizzles or c["SWIZZLE"] in args.swizzles)]
     if args.check:
         for c in configs:
             print(c.label(), predicted(c["TILE"], c["SWIZZLE"]))
