@@ -44,6 +44,11 @@ final)  # third call: the sweep after the speed fixes, the fixed hang variant, w
   step attention 90 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 1024 4096 \
        --json $R/attention_vs_sdpa.json
   ;;
+last)  # fourth call: the sweep comparison again (call 3's progress printer crashed), phase 1 of faults
+  step sweep_vs_autotune 130 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 \
+       --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
+  step faults 90 python3 bench/fault_injection.py --timeout 5 --phases 1 --out $R/reliability
+  ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
   step gemm 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192

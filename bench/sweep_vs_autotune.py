@@ -74,7 +74,7 @@ def ktune_sweep(size: int, store: Path, budget_ms: float) -> dict:
         spec, "exhaustive", store=store, top_k=3,
         on_result=lambda p: print(f"{time.perf_counter() - t0:7.1f} s  {p.text()}  [worker ms: "
                                   + " ".join(f"{k} {v:.0f}" for k, v in
-                                             (p.result.phases_ms or {}).items()) + "]", flush=True))
+                                             p.result.extra.get("phases_ms", {}).items()) + "]", flush=True))
     wall = time.perf_counter() - t0
     best = report.best
     return {"wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,

@@ -10,6 +10,7 @@ device and compared with a bootstrap confidence interval (:mod:`jupyter_ktune.tu
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import os
 import threading
 import time
@@ -257,6 +258,9 @@ class Sweep:
                 evals: list[Evaluation], total: int, t0: float,
                 best: list[StoredResult | None]) -> None:
         stored = store.put(key, result)
+        if result.phases_ms:  # where the worker's time went, for progress readers (not stored)
+            stored = dataclasses.replace(stored, extra={**stored.extra,
+                                                        "phases_ms": dict(result.phases_ms)})
         strategy.tell(stored.config, stored.median_ms if stored.ok else None)
         self._emit(evals, stored, False, total, t0, best)
 
