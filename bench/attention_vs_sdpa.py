@@ -7,9 +7,9 @@ Run on the H200 from the repository root::
     python bench/attention_vs_sdpa.py --check      # CPU: parse the notebook's cells, no timing
 
 The sweep: Z=4, H=32, D in (64, 128), causal and not, N_CTX = 512 ... 16384. The Triton
-kernels (fp16 non-persistent and persistent, and the fp8 e4m3 cell) are timed by the device worker (``DeviceWorker.run`` on a
-spec parsed from the notebook's cell: verified, L2 flushed by a read, CUDA events, median with a
-95% CI). SDPA is timed in the same worker with ``torch.nn.attention.sdpa_kernel`` forcing
+kernels (fp16 non-persistent and persistent, and the fp8 e4m3 cell) are timed by the device
+worker (``DeviceWorker.run`` on a spec parsed from the notebook's cell: verified, L2 flushed by a
+read, CUDA events, median with a 95% CI). SDPA is timed in the same worker with ``torch.nn.attention.sdpa_kernel`` forcing
 ``CUDNN_ATTENTION`` and then ``FLASH_ATTENTION`` (CUDA events, same read-flush of L2, median).
 
 The kernel-name experiment compiles the same non-persistent kernel twice, as ``attn_fwd`` and as
@@ -169,8 +169,12 @@ def name_experiment(body_a: str, body_b: str, cfg: dict, n_ctx: int, d: int, cau
         first, second = ((ka, ta), (kb, tb)) if i % 2 == 0 else ((kb, tb), (ka, ta))
         for kern, sink in (first, second):
             sink.append(_events_median(lambda: kern[grid](*args, **cfg), reps=1)[0])
-    ptx_a = ca.asm.get("ptx", "").replace("attn_fwd", "K")
-    ptx_b = cb.asm.get("ptx", "").replace("cutlass_attn_fwd", "K")
+    def code(ptx: str, name: str) -> str:  # the PTX without its debug file paths and comments
+        return "\n".join(line for line in ptx.replace(name, "K").splitlines()
+                         if not line.lstrip().startswith((".file", "//")))
+
+    ptx_a = code(ca.asm.get("ptx", ""), "attn_fwd")
+    ptx_b = code(cb.asm.get("ptx", ""), "cutlass_attn_fwd")
     return {"plain_ms": ta, "cutlass_ms": tb, "ptx_differs": ptx_a != ptx_b,
             "n_regs": [getattr(ca, "n_regs", None), getattr(cb, "n_regs", None)]}
 
