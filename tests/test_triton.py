@@ -45,6 +45,7 @@ def vadd(x, y, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 """
 WRONG = VADD.replace("mask=mask) + tl.load", "mask=mask) - tl.load")
+HALF = VADD.replace("mask = offs < n", "mask = offs < n // 2")  # never writes the upper half
 COMPILE_ERROR = VADD.replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK) + undefined_name")
 
 NS = {"inputs": vadd_inputs, "reference": vadd_reference}
@@ -114,6 +115,15 @@ def test_wrong_kernel_is_caught(worker):
     r = run_kernel(parse_cell(LINE, WRONG, NS), {"BLOCK": 64, "num_warps": 2}, worker=worker)
     assert r.status is Status.WRONG
     assert not r.verification.passed
+
+
+def test_unwritten_outputs_are_found_through_the_device_side_poison(worker):
+    """The outputs are poisoned by a fill on the device tensor; what the kernel never wrote
+    must still read back as poison, with the first unwritten index."""
+    r = run_kernel(parse_cell(LINE, HALF, NS), {"BLOCK": 64, "num_warps": 2}, worker=worker)
+    assert r.status is Status.WRONG
+    check = r.verification.checks[0]
+    assert check.unwritten == 500 and check.first_bad_index == (500,), check
 
 
 def test_compile_error_points_at_the_cell_line(worker):

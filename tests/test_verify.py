@@ -103,6 +103,22 @@ def test_mismatches_are_counted_with_the_first_bad_index():
     assert c.max_rel_err == np.inf  # error against a zero reference
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "uint8", "bool",
+                                   "bfloat16", "float8_e4m3fn"])
+def test_poison_bits_fill_the_same_bytes_as_the_host_poison(dtype):
+    """A device fill with poison_bits must leave exactly what poison() writes on the host."""
+    import ml_dtypes
+
+    from jupyter_ktune.measure.verify import poison_bits
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+    host = np.empty(5, dtype=dt)
+    poison(host)
+    size, value = poison_bits(dt)
+    filled = np.full(5, value, dtype=f"i{size}").view(dt)
+    assert filled.tobytes() == host.tobytes()
+
+
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
 def test_sliced_compare_combines_slices_like_one_pass(monkeypatch, chunk):
     """Slices on threads must give the whole-array answer: counts, first index, maxima, norms."""

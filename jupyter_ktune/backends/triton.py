@@ -40,7 +40,7 @@ from jupyter_ktune.backends import triton_static as ts
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.timing import HostClock
-from jupyter_ktune.measure.verify import poison
+from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
@@ -271,8 +271,16 @@ class TritonBound:
         self._launcher(**self.kwargs)
 
     def poison_outputs(self) -> None:
-        """Fill the outputs with NaN / the integer sentinel."""
+        """Fill the outputs with NaN / the integer sentinel: a fill through an integer view on
+        the device; a host array copied over only where no such view exists."""
+        import torch
+
+        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
         for dev, dtype in self.outputs.values():
+            bits = poison_bits(dtype)
+            if bits and dev.element_size() == bits[0] and dev.is_contiguous():
+                dev.view(ints[bits[0]]).fill_(bits[1])
+                continue
             host = np.empty(tuple(dev.shape), dtype=dtype)
             poison(host)
             dev.copy_(to_torch(host, self.variant.device))
