@@ -3,8 +3,9 @@
 Run from the repository root on the GPU machine: ``python bench/gemm_vs_cublas.py [SIZE]``
 (default 8192). ``--check`` only parses the notebook's Triton cells (works on CPU) and exits 0.
 
-For every config of both Triton cells (tiled and persistent) it runs the variant through the
-device worker with ``run_kernel`` (verified on fresh inputs, timed by the extension's protocol),
+For every config of the three Triton cells (tiled, persistent, persistent with TMA) it runs the
+variant through the device worker with ``run_kernel`` (verified on fresh inputs, timed by the
+extension's protocol),
 and, in the same worker, times the same compiled kernel and ``torch.matmul`` with
 ``triton.testing.do_bench(return_mode="median")``. The "% of cuBLAS" column compares do_bench
 with do_bench (one protocol for both sides); the extension's own median is printed next to it.
@@ -32,6 +33,8 @@ TILED = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_
          dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
          dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=4)]
 PERSISTENT = [dict(c, NUM_SMS=132) for c in TILED[:3]]
+TMA = [dict(c, NUM_SMS=132) for c in TILED]  # the persistent TMA cell, same tiles
+CONFIGS = {"matmul": TILED, "matmul_persistent": PERSISTENT, "matmul_tma": TMA}
 
 
 def inputs(M=SIZE, N=SIZE, K=SIZE):
@@ -72,14 +75,16 @@ def do_bench_triton(source: str, name: str, config: dict, size: int) -> float:
     import torch
     import triton
 
-    from jupyter_ktune.backends.triton import load_module
+    from jupyter_ktune.backends.triton import _ensure_allocator, load_module
 
+    _ensure_allocator()  # the TMA cell builds tensor descriptors on the device
     kernel = getattr(load_module(source, name), name)
     a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
     b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
     c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
     if "NUM_SMS" in config:
-        grid = (config["NUM_SMS"],)
+        grid = (min(config["NUM_SMS"], triton.cdiv(size, config["BLOCK_M"])
+                    * triton.cdiv(size, config["BLOCK_N"])),)
     else:
         grid = (triton.cdiv(size, config["BLOCK_M"]) * triton.cdiv(size, config["BLOCK_N"]),)
     return float(triton.testing.do_bench(
@@ -108,13 +113,14 @@ def main() -> None:
     specs = {name: parse_cell(args + " --budget-ms 300", body,
                               {"inputs": inputs, "reference": reference})
              for name, (args, body) in cells().items()}
-    assert set(specs) == {"matmul", "matmul_persistent"}, sorted(specs)
+    assert set(specs) == set(CONFIGS), sorted(specs)
     if "--check" in sys.argv:
         for name, spec in specs.items():
-            for cfg in TILED if name == "matmul" else PERSISTENT:
+            for cfg in CONFIGS[name]:
                 bad = spec.space.violations(cfg)
                 assert not bad, (name, cfg, bad)
-        print("ok:", ", ".join(sorted(specs)), "parsed;", len(TILED) + len(PERSISTENT), "configs valid")
+        print("ok:", ", ".join(sorted(specs)), "parsed;",
+              sum(len(v) for v in CONFIGS.values()), "configs valid")
         return
 
     from jupyter_ktune.api import run_kernel
@@ -123,7 +129,7 @@ def main() -> None:
     rows = []
     with DeviceWorker() as w:
         cublas = w.call(do_bench_cublas, SIZE, timeout=600)
-        for name, configs in (("matmul", TILED), ("matmul_persistent", PERSISTENT)):
+        for name, configs in CONFIGS.items():
             body = cells()[name][1]
             for cfg in configs:
                 r = run_kernel(specs[name], cfg, worker=w)

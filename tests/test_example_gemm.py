@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,10 @@ def test_gemm_notebook_runs_and_its_triton_gemms_are_correct():
                      + [str(v) for c in nb.cells for o in c.get("outputs", [])
                         for v in o.get("data", {}).values()])
     assert "triton tiled: ok" in text and "triton persistent: ok" in text, text
-    assert text.count("· correct (max abs err") >= 2, text
+    assert "triton tma: ok" in text, text
+    tma = re.search(r"TMA instructions in the sm_90 SASS: (\d+) \| tensor-core MMAs: (\d+)", text)
+    assert tma and int(tma.group(1)) > 0 and int(tma.group(2)) > 0, text  # really TMA + WGMMA
+    assert text.count("· correct (max abs err") >= 3, text
     if "cannot run here" in text:  # CPU: the CUDA cell compiled for sm_90 and shows its report
         assert "cuda smem: cannot run here" in text and "registers" in text
         assert "cuBLAS comparison needs a GPU" in text
@@ -32,4 +36,4 @@ def test_gemm_notebook_runs_and_its_triton_gemms_are_correct():
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "gemm_vs_cublas.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "matmul, matmul_persistent parsed" in proc.stdout
+    assert "matmul, matmul_persistent, matmul_tma parsed" in proc.stdout

@@ -150,6 +150,29 @@ def _choose_mode() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_allocator_set = False
+
+
+def _ensure_allocator() -> None:
+    """Give Triton a device allocator once per worker (torch's caching allocator).
+
+    A kernel that builds tensor descriptors on the device (``tl.make_tensor_descriptor``, the
+    TMA path on Hopper) needs global scratch for them, which Triton asks ``triton.set_allocator``
+    for at launch; without one such a kernel fails with "no allocator was set". Kernels that
+    need no scratch never call it.
+    """
+    global _allocator_set
+    if _allocator_set:
+        return
+    import torch
+    import triton
+
+    setter = getattr(triton, "set_allocator", None)
+    if setter is not None:
+        setter(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    _allocator_set = True
+
+
 def _cache_dir() -> Path:
     base = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
     folder = base / "triton"
@@ -542,6 +565,8 @@ class TritonBackend:
         except CellError:
             pass  # a missing or odd argument: bind() reports it with the fix, as a run error
         kernel = getattr(self._module(spec), spec.name)
+        if not self.interpret:
+            _ensure_allocator()
         return TritonVariant(spec, sig, kernel, config, "cpu" if self.interpret else "cuda")
 
     def timer(self) -> Any:
