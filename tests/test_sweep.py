@@ -109,6 +109,32 @@ def test_precompile_pool_and_two_workers(tmp_path):
     assert report.info["device_slots"] == 2
 
 
+def test_compile_pool_is_kept_for_the_next_sweep_unless_the_cache_dir_changes(tmp_path,
+                                                                               monkeypatch):
+    from jupyter_ktune.tune import runners
+
+    spec = make_spec()
+    seen = []
+    real = runners.shared_pool
+
+    def spy(workers, backend):
+        seen.append(real(workers, backend))
+        return seen[-1]
+
+    import sys
+
+    monkeypatch.setattr(sys.modules["jupyter_ktune.tune.sweep"], "shared_pool", spy)
+    opts = TuneOptions(compile_workers=1, top_k=0, retime=True)
+    for _ in range(2):
+        tune(spec, "exhaustive", budget=2, store=tmp_path, options=opts)
+    assert len(seen) == 2 and seen[0] is seen[1]  # the second sweep reused the first's processes
+    assert seen[0].submit(abs, -3).result(timeout=60) == 3  # and it still works
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "other"))
+    assert real(1, spec.backend) is not seen[0]  # a compile environment change: new processes
+    runners.close_pools()
+    assert real(1, spec.backend) is not seen[0]
+
+
 def test_unknown_strategy_lists_the_known_ones(worker, tmp_path):
     with pytest.raises(ValueError, match="exhaustive.*greedy.*random.*tpe"):
         tune(make_spec(), "annealing", store=tmp_path, workers=[worker])

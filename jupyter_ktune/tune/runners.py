@@ -12,11 +12,13 @@ The notebook process never imports CUDA: GPUs are counted with ``nvidia-smi -L``
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import os
 import queue
 import shutil
 import subprocess
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -108,6 +110,36 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
         for _ in range(workers):
             pool.submit(warm_up, backend)
     return pool
+
+
+_pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(workers: int, backend: str) -> cf.ProcessPoolExecutor:
+    """The process's compile pool for ``backend``, started on first use and kept for later sweeps.
+
+    A sweep started from a notebook's panel should not pay for spawning its compile processes
+    and importing the compiler again (seconds with Triton): the device worker already outlives
+    sweeps, now the pool does too. Keyed by the environment that a compile reads, so changing
+    ``TRITON_CACHE_DIR`` between sweeps gets fresh processes. Shut down at interpreter exit.
+    """
+    key = (workers, backend, os.environ.get("TRITON_CACHE_DIR"), os.environ.get("KTUNE_CACHE_DIR"))
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None or getattr(pool, "_broken", False):
+            if not _pools:
+                atexit.register(close_pools)
+            pool = _pools[key] = make_pool(workers, backend)
+        return pool
+
+
+def close_pools() -> None:
+    """Shut the kept compile pools down (at exit, or to free the CPUs)."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        _pools.clear()
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

@@ -30,7 +30,7 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import search
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
-from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, make_pool, precompile
+from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
@@ -137,14 +137,14 @@ class Sweep:
         """Run the sweep to its budget (or until stopped) and return the report."""
         store, own_store = _open_store(self.store_arg)
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
-        pool = None
         try:
             from jupyter_ktune.backends import get_backend
 
             get_backend(self.spec.backend).check(self.spec)
             pool_size = self._pool_size(runner)
-            # the pool's processes import their compiler while the device worker starts
-            pool = make_pool(pool_size, self.spec.backend) if pool_size else None
+            # the pool's processes import their compiler while the device worker starts; the
+            # pool is kept for the next sweep of this process (the worker is kept too)
+            pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             device = runner.device(self.spec.backend)
             key = StoreKey(self.spec.source_hash, device.name,
                            StoreKey.toolchain_text(device.toolchain))
@@ -167,8 +167,6 @@ class Sweep:
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
             runner.close()
             if own_store:
                 store.close()
