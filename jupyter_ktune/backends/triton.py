@@ -312,6 +312,14 @@ class TritonBound:
         """Copy the outputs back to the host."""
         return {k: to_numpy(dev, dtype) for k, (dev, dtype) in self.outputs.items()}
 
+    def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
+        """The output tensors where they are, with their declared dtypes (compared in place)."""
+        return dict(self.outputs)
+
+    def to_device(self, value: np.ndarray) -> Any:
+        """A host array as a tensor beside the outputs (for the reference)."""
+        return to_torch(value, self.variant.device)
+
     def launch_info(self) -> dict[str, Any]:
         """Grid, threads per program and options of this launch."""
         warps = int(self.variant.options.get("num_warps", 4))

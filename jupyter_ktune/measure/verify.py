@@ -8,6 +8,7 @@ wrong indexing and can even run faster than real data.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -129,7 +130,7 @@ def _threads() -> ThreadPoolExecutor:
 
 
 @dataclass
-class _Part:
+class Part:
     """What one slice contributes to an OutputCheck; parts combine with :meth:`merge`."""
 
     mismatched: int = 0
@@ -142,9 +143,9 @@ class _Part:
     diff_sq: float = 0.0  # sum of squares of the finite differences (float64)
     ref_sq: float = 0.0  # sum of squares of the finite reference values (float64)
 
-    def merge(self, o: _Part) -> _Part:
+    def merge(self, o: Part) -> Part:
         firsts = [f for f in (self.first, o.first) if f is not None]
-        return _Part(self.mismatched + o.mismatched, self.unwritten + o.unwritten,
+        return Part(self.mismatched + o.mismatched, self.unwritten + o.unwritten,
                      min(firsts) if firsts else None, max(self.max_abs, o.max_abs),
                      self.nonfinite_diff or o.nonfinite_diff, max(self.max_rel, o.max_rel),
                      self.zero_ref_off or o.zero_ref_off, self.diff_sq + o.diff_sq,
@@ -157,7 +158,7 @@ def _sum_sq(x: np.ndarray) -> float:
 
 
 def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance,
-                   offset: int) -> _Part:
+                   offset: int) -> Part:
     """Compare flat slices ``out`` and ``ref`` (``offset``: where they start in the output)."""
     o = out.astype(wd, copy=False)
     r = ref.astype(wd, copy=False)
@@ -165,7 +166,7 @@ def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance,
         diff = np.abs(o - r)
         abs_r = np.abs(r)
         bad = ~(diff <= tol.atol + tol.rtol * abs_r)
-    part = _Part()
+    part = Part()
     if bad.any():
         idx = np.flatnonzero(bad)
         of, rf = o[idx], r[idx]
@@ -218,10 +219,16 @@ def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Outp
     work = [(o[s:s + CHUNK], r[s:s + CHUNK], wd, tol, s) for s in starts]
     parts = (list(_threads().map(lambda a: _compare_slice(*a), work)) if len(work) > 1
              else [_compare_slice(*a) for a in work])
-    total = _Part()
+    total = Part()
     for p in parts:
         total = total.merge(p)
-    first = (tuple(int(i) for i in np.unravel_index(total.first, out.shape))
+    return summarise(name, total, out.shape, tol)
+
+
+def summarise(name: str, total: Part, shape: tuple[int, ...], tol: Tolerance) -> OutputCheck:
+    """The OutputCheck of one output from its merged parts (host or device comparison)."""
+    size = math.prod(shape)
+    first = (tuple(int(i) for i in np.unravel_index(total.first, shape))
              if total.first is not None else None)
     max_abs = total.max_abs if total.max_abs >= 0 else float("inf")
     if total.nonfinite_diff and first is not None:
@@ -231,14 +238,14 @@ def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> Outp
     elif total.max_rel >= 0:
         max_rel = total.max_rel
     else:
-        max_rel = 0.0 if o.size == 0 else float("inf")
+        max_rel = 0.0 if size == 0 else float("inf")
     ref_norm, diff_norm = float(np.sqrt(total.ref_sq)), float(np.sqrt(total.diff_sq))
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     note = ""
     if total.unwritten:
-        note = (f"{total.unwritten} of {out.size} elements still hold the poison value: never "
+        note = (f"{total.unwritten} of {size} elements still hold the poison value: never "
                 "written (or computed as NaN)")
     return OutputCheck(name=name, passed=total.mismatched == 0, max_abs_err=max_abs,
                        max_rel_err=max_rel, rel_l2_err=rel_l2, rtol=tol.rtol, atol=tol.atol,
                        mismatched=total.mismatched, unwritten=total.unwritten,
-                       size=int(out.size), first_bad_index=first, note=note)
+                       size=int(size), first_bad_index=first, note=note)
