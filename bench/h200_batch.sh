@@ -2,6 +2,7 @@
 # One device call per part, so a short device budget buys whole results:
 #   bash bench/h200_batch.sh sweeps      # issue 7: sweep vs triton.autotune, search efficiency, Kernel Tuner
 #   bash bench/h200_batch.sh hardware    # issues 5, 8, 9: GEMM, attention, swizzle, breakdowns, faults
+#   bash bench/h200_batch.sh next        # what the open issues 7 and 8 need measured next
 # Needs the wheelhouse in .whl/ (../shared/device/wheelhouse.sh plus kernel-tuner, optuna, dask).
 # Each step has its own cap and its own log in $OUT; everything else it writes is packed into
 # $OUT/<part>.tgz at the end (the device tool returns at most 8 files).
@@ -48,6 +49,14 @@ last)  # fourth call: the sweep comparison again (call 3's progress printer cras
   step sweep_vs_autotune 130 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 \
        --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
   step faults 90 python3 bench/fault_injection.py --timeout 5 --phases 1 --out $R/reliability
+  ;;
+next)  # what the open issues need measured next: the sweep after the in-place verify and the kept
+      # pool (7), the TMA GEMM (8), the full attention and copy spaces for the replay (7)
+  step sweep_vs_autotune 130 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 \
+       --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
+  step gemm 120 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
+  step search_record 300 python3 bench/search_efficiency.py --budget-ms 5 --record $R/eff.sqlite \
+       --spaces attn_fwd scale --seeds 20 --out $R/search_efficiency_record_only.json
   ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
