@@ -148,10 +148,16 @@ def cell_failure(exc: BaseException, path: Path) -> CompileFailure:
     return CompileFailure("pallas", log, [Diagnostic(line, "error", message)])
 
 
+def cell_module_name(spec: KernelSpec, lowering: str) -> str:
+    """The ``sys.modules`` key of the cell's module for ``lowering`` (:func:`load_cell` caches
+    it there; the Mosaic profiler sets it aside to execute the cell again under its wrap)."""
+    return f"ktune_pallas_{spec.name}_{spec.source_hash}_{lowering}"
+
+
 def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
     """Execute the cell file as a module with INTERPRET and LOWERING defined (once per worker)."""
     path = _cell_path(spec)
-    name = f"ktune_pallas_{spec.name}_{spec.source_hash}_{lowering}"
+    name = cell_module_name(spec, lowering)
     if name in sys.modules:
         return sys.modules[name]
     module = types.ModuleType(name)

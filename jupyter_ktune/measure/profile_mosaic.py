@@ -255,14 +255,19 @@ def profile_pallas(spec: Any, config: Any, host_args: dict[str, Any], lowering: 
 
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.backends.pallas import PallasVariant
-    from jupyter_ktune.backends.pallas_cell import cell_failure, failure_at, load_cell
+    from jupyter_ktune.backends.pallas_cell import (
+        cell_failure,
+        cell_module_name,
+        failure_at,
+        load_cell,
+    )
     from jupyter_ktune.measure.clocks import read_clocks
 
     plain = get_backend("pallas").compile(spec, config).bind(host_args)
     for _ in range(3):
         plain.launch_and_wait()
     folder = Path(tempfile.mkdtemp(prefix="ktune-mosaic-"))
-    key = f"ktune_pallas_{spec.name}_{spec.source_hash}_{lowering}"  # load_cell's cache key
+    key = cell_module_name(spec, lowering)
     cached = sys.modules.pop(key, None)
     try:
         with profiling_params(folder, plgpu, pl, jax.config, profile_space) as calls:
