@@ -75,24 +75,7 @@ def cuda_request() -> tuple[Any, Any]:
 
 def triton_request() -> tuple[Any, Any]:
     """Build breakdown_overhead's Triton bf16 GEMM cell (the example's, with Proton scopes)."""
-    from jupyter_ktune.spec import parse_cell
-
-    size = TRITON_SIZE
-
-    def inputs(M=size, N=size, K=size):
-        import ml_dtypes
-
-        a = np.random.randn(M, K).astype(ml_dtypes.bfloat16)
-        b = np.random.randn(K, N).astype(ml_dtypes.bfloat16)
-        return dict(a=a, b=b, c=np.empty((M, N), dtype=ml_dtypes.bfloat16), M=M, N=N, K=K)
-
-    line = ("matmul --backend triton --inputs inputs --out c --no-verify --config BLOCK_M=128 "
-            "--config BLOCK_N=128 --config BLOCK_K=64 --config GROUP_M=8 --config num_warps=8 "
-            "--config num_stages=3")
-    cell = ("# ktune: BLOCK_M in [128]; BLOCK_N in [128]; BLOCK_K in [64]; GROUP_M in [8]\n"
-            "# ktune: num_warps in [8]; num_stages in [3]\n"
-            "# ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)\n" + bo.TRITON_CELL)
-    spec = parse_cell(line, cell, {"inputs": inputs})
+    spec = bo.triton_spec(TRITON_SIZE)
     return spec, spec.space.config({})
 
 

@@ -182,21 +182,13 @@ def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 '''
 
 
-@part
-def triton_part(out: Path, quick: bool) -> None:
-    import ml_dtypes
-    import torch
-    import triton.profiler as proton
-    import triton.profiler.language as pl
-
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.measure.clocks import read_clocks
-    from jupyter_ktune.measure.profile_proton import MODE, parse_proton_trace
+def triton_spec(size: int):
+    """The Triton bf16 GEMM with Proton scopes (TRITON_CELL) at ``size``³, one config, unverified."""
     from jupyter_ktune.spec import parse_cell
 
-    size = 4096
-
     def inputs(M=size, N=size, K=size):
+        import ml_dtypes
+
         a = np.random.randn(M, K).astype(ml_dtypes.bfloat16)
         b = np.random.randn(K, N).astype(ml_dtypes.bfloat16)
         return dict(a=a, b=b, c=np.empty((M, N), dtype=ml_dtypes.bfloat16), M=M, N=N, K=K)
@@ -207,9 +199,22 @@ def triton_part(out: Path, quick: bool) -> None:
     cell = ("# ktune: BLOCK_M in [128]; BLOCK_N in [128]; BLOCK_K in [64]; GROUP_M in [8]\n"
             "# ktune: num_warps in [8]; num_stages in [3]\n"
             "# ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)\n" + TRITON_CELL)
-    spec = parse_cell(line, cell, {"inputs": inputs})
+    return parse_cell(line, cell, {"inputs": inputs})
+
+
+@part
+def triton_part(out: Path, quick: bool) -> None:
+    import torch
+    import triton.profiler as proton
+    import triton.profiler.language as pl
+
+    from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.measure.clocks import read_clocks
+    from jupyter_ktune.measure.profile_proton import MODE, parse_proton_trace
+
+    spec = triton_spec(4096)
     config = spec.space.config({})
-    bound = get_backend("triton").compile(spec, config).bind(inputs())
+    bound = get_backend("triton").compile(spec, config).bind(spec.inputs())
 
     def event_times(n: int) -> list[float]:
         ts = []

@@ -19,13 +19,15 @@ import os
 import sys
 from pathlib import Path
 
+import cloudpickle
 import nbformat
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing (the worker too)
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 NB = ROOT / "examples" / "gemm.ipynb"
+import sweep_vs_autotune  # noqa: E402
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 SIZE = int(ARGS[0]) if ARGS else 8192
 TILED = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
@@ -37,25 +39,10 @@ TMA = [dict(c, NUM_SMS=132) for c in TILED]  # the persistent TMA cell, same til
 CONFIGS = {"matmul": TILED, "matmul_persistent": PERSISTENT, "matmul_tma": TMA}
 
 
-def inputs(M=SIZE, N=SIZE, K=SIZE):
-    import ml_dtypes
-
-    rng = np.random.default_rng()
-    a = rng.standard_normal((M, K), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((K, N), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    return dict(a=a, b=b, c=np.empty((M, N), dtype=ml_dtypes.bfloat16), M=M, N=N, K=K)
-
-
-def reference(a, b, c, M, N, K):
-    """float32 product: torch on the GPU when there is one (8192^3 on the CPU takes seconds)."""
-    try:
-        import torch
-        if torch.cuda.is_available():
-            ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda() for x in (a, b))
-            return (ta @ tb).cpu().numpy()
-    except ImportError:
-        pass
-    return a.astype(np.float32) @ b.astype(np.float32)
+# the same fresh bf16 inputs and float32 reference (torch on the GPU) as the sweep benchmark;
+# pickled by value, so the device worker needs no bench/ on its path
+cloudpickle.register_pickle_by_value(sweep_vs_autotune)
+inputs, reference = sweep_vs_autotune.make_io(SIZE)
 
 
 def cells() -> dict[str, tuple[str, str]]:
