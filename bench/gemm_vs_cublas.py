@@ -35,7 +35,10 @@ TILED = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_
          dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
          dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=4)]
 PERSISTENT = [dict(c, NUM_SMS=132) for c in TILED[:3]]
-TMA = [dict(c, NUM_SMS=132) for c in TILED]  # the persistent TMA cell, same tiles
+# the persistent TMA cell: the same tiles, and the 128x256 ones again with the epilogue stored
+# in two half-width TMA tiles
+TMA = ([dict(c, NUM_SMS=132, EPILOGUE_SUBTILE=0) for c in TILED]
+       + [dict(TILED[i], NUM_SMS=132, EPILOGUE_SUBTILE=1) for i in (0, 3)])
 CONFIGS = {"matmul": TILED, "matmul_persistent": PERSISTENT, "matmul_tma": TMA}
 
 
@@ -116,6 +119,7 @@ def main() -> None:
     rows = []
     with DeviceWorker() as w:
         cublas = w.call(do_bench_cublas, SIZE, timeout=600)
+        print(f"measured torch.matmul: do_bench {cublas['ms']:.3f} ms", flush=True)
         for name, configs in CONFIGS.items():
             body = cells()[name][1]
             for cfg in configs:
@@ -126,6 +130,8 @@ def main() -> None:
                 rows.append(dict(kernel=name, config=cfg, status=r.status.value,
                                  reason=r.reason[:200], ext_ms=ext, do_bench_ms=bench,
                                  tflops=tflops(bench), pct_cublas=100 * cublas["ms"] / bench))
+                print(f"measured {name} {cfg}: {r.status.value}, ext {ext:.3f} ms, do_bench "
+                      f"{bench:.3f} ms ({rows[-1]['pct_cublas']:.1f} % of cuBLAS)", flush=True)
     print(f"{SIZE}^3 bf16 on {cublas['device']} (torch {cublas['torch']}, triton {cublas['triton']})")
     print(f"{'kernel':18} {'config':64} {'status':8} {'ext ms':>8} {'bench ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8}")
     print(f"{'torch.matmul':18} {'cuBLAS':64} {'ok':8} {'':>8} {cublas['ms']:8.3f} "

@@ -51,12 +51,17 @@ last)  # fourth call: the sweep comparison again (call 3's progress printer cras
   step faults 90 python3 bench/fault_injection.py --timeout 5 --phases 1 --out $R/reliability
   ;;
 next)  # what the open issues need measured next: the sweep after the in-place verify and the kept
-      # pool (7), the TMA GEMM (8), the full attention and copy spaces for the replay (7)
-  step sweep_vs_autotune 130 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 \
+      # pool, cold and warm (7); the TMA GEMM (8); the attention and copy records, resumed from the
+      # stores of run 3 and run 2 (the store skips what it holds: same source hash, device, toolchain)
+  step sweep_vs_autotune 170 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 --warm \
        --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
-  step gemm 120 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
-  step search_record 300 python3 bench/search_efficiency.py --budget-ms 5 --record $R/eff.sqlite \
-       --spaces attn_fwd scale --seeds 20 --out $R/search_efficiency_record_only.json
+  step gemm 150 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
+  cp bench/results/sweeps-h200/run2/eff.sqlite $R/copy.sqlite
+  step copy_record 40 python3 bench/search_efficiency.py --budget-ms 5 --record $R/copy.sqlite \
+       --spaces scale --out $R/search_efficiency_copy_record_only.json
+  cp bench/results/sweeps-h200/run3/eff.sqlite $R/attn.sqlite
+  step attn_record 200 python3 bench/search_efficiency.py --budget-ms 5 --record $R/attn.sqlite \
+       --spaces attn_fwd --out $R/search_efficiency_attn_record_only.json
   ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability

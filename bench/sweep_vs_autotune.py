@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from jupyter_ktune.tune.search import DEFAULT_STRATEGY  # noqa: E402
 
 SPACE = ("# ktune: BLOCK_M in [64, 128]; BLOCK_N in [64, 128, 256]; BLOCK_K in [32, 64]\n"
          "# ktune: GROUP_M in [8]; num_warps in [4, 8]; num_stages in [2, 3, 4]\n"
@@ -36,6 +37,15 @@ def _example_kernel() -> str:
 
 
 KERNEL = _example_kernel()
+
+
+def tagged_kernel(tag: str) -> str:
+    """KERNEL with a comment as the body's first line: a new source hash for ktune's store and a
+    new Triton cache key, so a second sweep in the same process compiles everything afresh."""
+    lines = KERNEL.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("def "))
+    end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith("):"))
+    return "\n".join(lines[:end + 1] + [f"    # {tag}"] + lines[end + 1:]) + "\n"
 
 
 def make_io(size: int):
@@ -62,22 +72,27 @@ def make_io(size: int):
     return inputs, reference
 
 
-def ktune_sweep(size: int, store: Path, budget_ms: float) -> dict:
-    """Exhaustive ktune sweep with a cold Triton cache; returns times and the winner."""
+def ktune_sweep(size: int, store: Path, budget_ms: float, strategy: str = "exhaustive",
+                budget: int | None = None, kernel: str = KERNEL) -> dict:
+    """A ktune sweep (cold Triton cache for this kernel source); returns times and the winner.
+
+    The first sweep of the process also pays for the device worker's start (CUDA, cuBLAS) and
+    the compile pool's; later ones find both running, as a sweep started from a notebook does.
+    """
     import jupyter_ktune
     inputs, reference = make_io(size)
     spec = jupyter_ktune.parse_cell(
         f"matmul --backend triton --inputs inputs --reference reference --out c "
-        f"--budget-ms {budget_ms}", SPACE + KERNEL, {"inputs": inputs, "reference": reference})
+        f"--budget-ms {budget_ms}", SPACE + kernel, {"inputs": inputs, "reference": reference})
     t0 = time.perf_counter()
     report = jupyter_ktune.tune(
-        spec, "exhaustive", store=store, top_k=3,
+        spec, strategy, budget=budget, store=store, top_k=3,
         on_result=lambda p: print(f"{time.perf_counter() - t0:7.1f} s  {p.text()}  [worker ms: "
                                   + " ".join(f"{k} {v:.0f}" for k, v in
                                              p.result.extra.get("phases_ms", {}).items()) + "]", flush=True))
     wall = time.perf_counter() - t0
     best = report.best
-    return {"wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
+    return {"strategy": strategy, "budget": budget, "wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
             "time_to_best_s": report.time_to_best_s, "configs": report.valid_configs,
             "counts": report.counts(), "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None, "verdict": report.verdict.text()
@@ -129,16 +144,37 @@ def main() -> None:
     ap.add_argument("--budget-ms", type=float, default=30.0)
     ap.add_argument("--store", type=Path, default=Path(tempfile.mkdtemp()) / "sweep.sqlite")
     ap.add_argument("--out", type=Path, default=Path("sweep_vs_autotune.json"))
+    ap.add_argument("--warm", action="store_true",
+                    help="also sweep twice more in the same process (worker and pool running): "
+                         "exhaustive, and the default strategy over a quarter of the space")
     args = ap.parse_args()
     out = {"size": args.size, "store": str(args.store)}
     base = Path(tempfile.mkdtemp(prefix="ktune-bench-"))
     os.environ["TRITON_CACHE_DIR"] = str(base / "ktune-cache")  # cold cache for ktune's side
     out["ktune"] = ktune_sweep(args.size, args.store, args.budget_ms)
     print(json.dumps(out["ktune"], default=str)[:2000], flush=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str))  # kept if autotune is cut short
+    args.out.write_text(json.dumps(out, indent=1, default=str))  # kept if a later step is cut
+    if args.warm:
+        # the same process again: worker and compile pool running, the Triton cache cold for
+        # the tagged source. Exhaustive, then the default strategy with a quarter of the space.
+        out["ktune_warm"] = ktune_sweep(args.size, args.store, args.budget_ms,
+                                        kernel=tagged_kernel("warm exhaustive"))
+        print(json.dumps(out["ktune_warm"], default=str)[:2000], flush=True)
+        args.out.write_text(json.dumps(out, indent=1, default=str))
+        n = out["ktune"]["configs"]
+        out["ktune_warm_default"] = ktune_sweep(
+            args.size, args.store, args.budget_ms, strategy=DEFAULT_STRATEGY,
+            budget=-(-n // 4), kernel=tagged_kernel("warm default strategy"))
+        print(json.dumps(out["ktune_warm_default"], default=str)[:2000], flush=True)
+        args.out.write_text(json.dumps(out, indent=1, default=str))
     os.environ["TRITON_CACHE_DIR"] = str(base / "triton-cache")  # cold cache for autotune
     out["triton_autotune"] = triton_autotune(args.size)
-    out["speedup_wall"] = out["triton_autotune"]["wall_s"] / out["ktune"]["wall_s"]
+    auto = out["triton_autotune"]
+    out["speedup_wall"] = auto["wall_s"] / out["ktune"]["wall_s"]
+    for side in ("ktune_warm", "ktune_warm_default"):
+        if side in out:
+            out[f"speedup_wall_{side}"] = auto["wall_s"] / out[side]["wall_s"]
+            out[f"{side}_same_winner"] = out[side]["winner"] == auto["winner"]
     tw = out["triton_autotune"]["winner"]
     ranked = {json.dumps(c, sort_keys=True): ms for c, ms in out["ktune"]["ranked"]}
     tw_ms = ranked.get(json.dumps(tw, sort_keys=True))
