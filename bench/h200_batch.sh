@@ -3,6 +3,7 @@
 #   bash bench/h200_batch.sh sweeps      # issue 7: sweep vs triton.autotune, search efficiency, Kernel Tuner
 #   bash bench/h200_batch.sh hardware    # issues 5, 8, 9: GEMM, attention, swizzle, breakdowns, faults
 #   bash bench/h200_batch.sh next        # what the open issues 7 and 8 need measured next
+#   bash bench/h200_batch.sh more        # and after that
 # Needs the wheelhouse in .whl/ (../shared/device/wheelhouse.sh plus kernel-tuner, optuna, dask).
 # Each step has its own cap and its own log in $OUT; everything else it writes is packed into
 # $OUT/<part>.tgz at the end (the device tool returns at most 8 files).
@@ -62,6 +63,17 @@ next)  # what the open issues need measured next: the sweep after the in-place v
   cp bench/results/sweeps-h200/run3/eff.sqlite $R/attn.sqlite
   step attn_record 200 python3 bench/search_efficiency.py --budget-ms 5 --record $R/attn.sqlite \
        --spaces attn_fwd --out $R/search_efficiency_attn_record_only.json
+  ;;
+more)  # call 2 of this round: the sweep with inputs drawn ahead (7); the TMA cell around its best
+      # config (8); the attention record resumed from run 5's store (7); D=128 at 16k context (8)
+  step sweep_vs_autotune 140 python3 bench/sweep_vs_autotune.py --size 4096 --budget-ms 10 --warm \
+       --store $R/mm.sqlite --out $R/sweep_vs_autotune.json
+  step gemm_tma 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192 --tma-more
+  cp bench/results/sweeps-h200/run5/attn.sqlite $R/attn.sqlite
+  step attn_record 150 python3 bench/search_efficiency.py --budget-ms 5 --record $R/attn.sqlite \
+       --spaces attn_fwd --out $R/search_efficiency_attn_record_only.json
+  step attention 130 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 16384 \
+       --json $R/attention_vs_sdpa.json
   ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability

@@ -167,11 +167,13 @@ def test_runtime_compile_error_keeps_its_cell_line_diagnostics(worker):
 def test_one_input_set_serves_several_new_variants_then_is_redrawn(worker, tmp_path):
     from jupyter_ktune.runner.execute import REDRAW_EVERY
 
+    import glob
     log = tmp_path / "calls"
 
     def counted_inputs():
+        import os
         with open(log, "a") as f:
-            f.write("x\n")
+            f.write(f"{os.getpid()}\n")
         x = np.random.rand(100)
         return dict(x=x, y=np.empty_like(x), n=100)
 
@@ -179,4 +181,80 @@ def test_one_input_set_serves_several_new_variants_then_is_redrawn(worker, tmp_p
     s = parse_cell(LINE, src, {"inputs": counted_inputs, "reference": reference})
     results = [worker.run(s, c) for c in list(s.space.configs())[:REDRAW_EVERY + 2]]
     assert all(r.status is Status.OK for r in results)
-    assert log.read_text().count("x") == 2   # drawn once, redrawn after REDRAW_EVERY variants
+    import time
+    deadline = time.monotonic() + 30
+    while len(log.read_text().split()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)   # the third set is being drawn ahead
+    drawn = [int(p) for p in log.read_text().split()]
+    # the first set is drawn by the worker; the second, used after REDRAW_EVERY variants, was
+    # drawn ahead by the helper process, which then starts on the third
+    assert len(drawn) == 3 and drawn[0] == worker.pid
+    assert drawn[1] == drawn[2] != worker.pid
+    worker.close()   # killed with the third set pending: its client unlinks that set
+    assert not glob.glob(f"/dev/shm/ktune_inputs_{drawn[0]}_*")
+
+
+def test_only_host_input_sets_are_drawn_ahead():
+    from jupyter_ktune.runner import inputs_ahead
+
+    host = dict(x=np.ones(4, np.float32), n=4, scale=np.float32(2), name="x")
+    assert inputs_ahead.host_only(host)
+    device_like = type("Tensor", (), {"__module__": "torch"})()
+    assert not inputs_ahead.host_only(dict(host, x=device_like))   # would launch GPU work
+    old = inputs_ahead.MAX_BYTES
+    try:
+        inputs_ahead.MAX_BYTES = 8
+        assert not inputs_ahead.host_only(host)   # 16 bytes of arrays: too large to hold twice
+    finally:
+        inputs_ahead.MAX_BYTES = old
+
+
+def test_a_set_drawn_ahead_arrives_whole_and_leaves_no_shared_memory():
+    import glob
+
+    from jupyter_ktune.runner.inputs_ahead import InputsAhead
+
+    def make():
+        import ml_dtypes
+        rng = np.random.default_rng()
+        return dict(a=rng.standard_normal((64, 32), dtype=np.float32).astype(ml_dtypes.bfloat16),
+                    t=np.arange(12, dtype=np.int64).reshape(3, 4).T, n=7, s=np.float32(0.5))
+
+    before = set(glob.glob("/dev/shm/ktune_inputs_*"))
+    ahead = InputsAhead()
+    try:
+        ahead.start("k", make)
+        got = ahead.take("k")
+        assert got is not None and got["n"] == 7 and got["s"] == np.float32(0.5)
+        assert got["a"].dtype.name == "bfloat16" and got["a"].shape == (64, 32)
+        assert np.isfinite(got["a"].astype(np.float32)).all() and got["a"].any()
+        assert (got["t"] == np.arange(12).reshape(3, 4).T).all()   # a transposed view: values kept
+        ahead.start("k", make)
+        ahead.start("other", make)   # the set pending for "k" is dropped and its memory freed
+        assert ahead.take("k") is None and ahead.take("other") is not None
+        ahead.start("k", lambda: dict(x=1 / 0))
+        assert ahead.take("k") is None   # a failing inputs function: drawn in place, it reports
+    finally:
+        ahead.close()
+    assert set(glob.glob("/dev/shm/ktune_inputs_*")) <= before
+
+
+def test_segments_of_a_killed_worker_are_removed_by_the_next():
+    import subprocess
+    from multiprocessing import shared_memory
+
+    from jupyter_ktune.runner.inputs_ahead import SEGMENT_PREFIX, remove_orphans
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()   # a pid that no longer runs
+    seg = shared_memory.SharedMemory(name=f"{SEGMENT_PREFIX}{dead.pid}_test", create=True, size=8)
+    mine = shared_memory.SharedMemory(name=f"{SEGMENT_PREFIX}{os.getpid()}_test", create=True,
+                                      size=8)
+    try:
+        assert remove_orphans() >= 1
+        assert not os.path.exists(f"/dev/shm/{seg.name}")
+        assert os.path.exists(f"/dev/shm/{mine.name}")   # a live worker's set stays
+    finally:
+        seg.close()
+        mine.close()
+        mine.unlink()

@@ -26,6 +26,7 @@ import cloudpickle
 
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.runner.inputs_ahead import remove_orphans
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
@@ -129,6 +130,7 @@ class DeviceWorker:
             except ProcessLookupError:
                 pass
             self._proc.wait()
+            remove_orphans()  # an input set it had drawn ahead, left in shared memory
         if self._conn is not None:
             self._conn.close()
         self._conn, self._ready = None, False

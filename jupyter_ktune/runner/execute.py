@@ -29,6 +29,7 @@ from jupyter_ktune.measure.verify import (
     zero_inputs,
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -39,6 +40,7 @@ _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, Config], Verification] = {}
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
+_ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
 
 
 def _code_hash(fn: Any) -> str:
@@ -92,15 +94,20 @@ def _static(backend: Backend, spec: KernelSpec,
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
 
 
-def _inputs(spec: KernelSpec, config: Config) -> dict[str, Any]:
+def _inputs(spec: KernelSpec, config: Config,
+            drawn: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call the inputs function (or take ``drawn``, a set it made ahead) and check the set."""
     if spec.inputs is None:
         raise CellError("no inputs function is given, so the kernel cannot run", line=1,
                         fix="Add --inputs make_inputs, a function returning a dict of arguments.")
-    try:
-        args = spec.inputs()
-    except Exception as exc:  # noqa: BLE001
-        raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
-                        f"{type(exc).__name__}: {exc}", line=1) from None
+    if drawn is not None:
+        args = drawn
+    else:
+        try:
+            args = spec.inputs()
+        except Exception as exc:  # noqa: BLE001
+            raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
+                            f"{type(exc).__name__}: {exc}", line=1) from None
     if not isinstance(args, dict):
         raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
                         line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
@@ -109,6 +116,15 @@ def _inputs(spec: KernelSpec, config: Config) -> dict[str, Any]:
         raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
                         "indexing (and can even run faster than real data)", line=1,
                         fix="Fill inputs with random values, e.g. np.random.rand(n).")
+    return args
+
+
+def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
+    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
+    the set is host-only, the next one is started in the helper process at once."""
+    args = _inputs(spec, config, _ahead.take(io))
+    if host_only(args):
+        _ahead.start(io, spec.inputs)
     return args
 
 
@@ -232,7 +248,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         current = _last_inputs.get(io)
         reused = verification is not None and current is not None
         if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
-            args = _inputs(spec, config)
+            args = _draw_inputs(spec, config, io)
             current = {"args": args, "expected": None, "uses": 0, "fresh": True}
             _last_inputs.clear()
             _last_inputs[io] = current
@@ -285,6 +301,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if backend.is_fatal(exc):
             _variants.clear()
             _last_inputs.clear()
+            _ahead.drop()
             raise FatalDeviceError(result) from exc
         if os.environ.get("KTUNE_DEBUG"):
             traceback.print_exc()

@@ -1,0 +1,212 @@
+"""The next random input set, drawn in a helper process while the device works on this one.
+
+A sweep draws fresh inputs every few variants (``execute.REDRAW_EVERY``). On the H200 host two
+4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: half of a warm 72-config sweep. Drawing
+them ahead on a thread of the worker would share its GIL with the timing loop: a NumPy call that
+holds the GIL for milliseconds between "record start event" and "launch" would put idle GPU time
+inside a timed run. So the set is drawn in a separate process and handed over in shared memory;
+the worker copies it out (tens of ms per 100 MB) at the redraw, outside any timed region.
+
+Only host sets qualify (NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs function
+that makes device arrays would launch GPU work of its own during the timing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import glob
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from multiprocessing import resource_tracker, shared_memory
+from multiprocessing.connection import Connection
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
+SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
+_SCALARS = (int, float, complex, bool, str, bytes, np.generic)
+
+
+def host_only(args: dict[str, Any]) -> bool:
+    """Whether an input set is NumPy arrays and plain scalars, small enough to hold twice."""
+    total = 0
+    for v in args.values():
+        if isinstance(v, np.ndarray):
+            total += v.nbytes
+        elif not isinstance(v, _SCALARS):
+            return False
+    return total <= MAX_BYTES
+
+
+def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
+    """In the helper: call the inputs function and put its arrays into shared memory.
+
+    Returns name -> ("shm", segment name, shape, dtype) for arrays and the value itself for
+    scalars; None when the set is not host-only (the worker then stops drawing ahead).
+    Exceptions travel back to the worker, which reports them as the inputs function's own.
+    """
+    args = fn()
+    if not isinstance(args, dict) or not host_only(args):
+        return None
+    out: dict[str, Any] = {}
+    for name, v in args.items():
+        if isinstance(v, np.ndarray):
+            seg = shared_memory.SharedMemory(
+                name=f"{SEGMENT_PREFIX}{owner}_{uuid.uuid4().hex[:16]}", create=True,
+                size=max(v.nbytes, 1))
+            # the worker (``owner``) owns it from here: it unlinks it once copied out or at
+            # exit; if it was killed, its client or the next worker does (remove_orphans)
+            resource_tracker.unregister(seg._name, "shared_memory")  # noqa: SLF001
+            np.ndarray(v.shape, v.dtype, buffer=seg.buf)[...] = v
+            out[name] = ("shm", seg.name, v.shape, v.dtype)
+            seg.close()
+        else:
+            out[name] = v
+    return out
+
+
+def _take(drawn: dict[str, Any]) -> dict[str, Any]:
+    """In the worker: copy each array out of its segment and unlink the segment."""
+    args: dict[str, Any] = {}
+    for name, v in drawn.items():
+        if isinstance(v, tuple) and len(v) == 4 and v[0] == "shm":
+            seg = shared_memory.SharedMemory(name=v[1])
+            try:
+                args[name] = np.ndarray(v[2], v[3], buffer=seg.buf).copy()
+            finally:
+                seg.close()
+                seg.unlink()  # also drops the registration that attaching made
+        else:
+            args[name] = v
+    return args
+
+
+class InputsAhead:
+    """One input set drawn ahead per cell (``io`` key), by one lazily started helper process.
+
+    The helper is a plain subprocess on a socket pair, in the worker's process group (a killed
+    worker takes it along). Not a ``multiprocessing`` pool: the worker is killed with SIGKILL,
+    and a pool's named semaphores would then be left in /dev/shm every time.
+    """
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._reader: cf.ThreadPoolExecutor | None = None  # waits for replies, in order
+        self._pending: dict[str, cf.Future] = {}
+        self._dropped: list[cf.Future] = []
+        atexit.register(self.close)
+
+    def _ensure_helper(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self.close()
+        remove_orphans()
+        mine, theirs = socket.socketpair()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
+             "serve; serve(int(sys.argv[1]))", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._conn = Connection(mine.detach())
+        self._reader = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktune-ahead")
+
+    def start(self, io: str, inputs_fn: Any) -> None:
+        """Begin drawing the next set for ``io``; a set pending for another cell is dropped."""
+        self.drop()
+        try:
+            payload = cloudpickle.dumps((inputs_fn, os.getpid()))
+            self._ensure_helper()
+            assert self._conn is not None and self._reader is not None
+            self._conn.send_bytes(payload)
+            self._pending[io] = self._reader.submit(self._conn.recv_bytes)
+        except Exception:  # noqa: BLE001 - unpicklable function or dead helper: draw in place
+            self.close()
+
+    def take(self, io: str) -> dict[str, Any] | None:
+        """The set drawn ahead for ``io``, or None: nothing pending, not host-only, the helper
+        died, or the inputs function failed there (drawn in place, it reports its own error)."""
+        fut = self._pending.pop(io, None)
+        if fut is None:
+            return None
+        try:
+            kind, drawn = cloudpickle.loads(fut.result())
+        except Exception:  # noqa: BLE001 - the helper died: start afresh next time
+            self.close()
+            return None
+        return _take(drawn) if kind == "ok" and drawn is not None else None
+
+    def drop(self) -> None:
+        """Forget pending sets (their segments are unlinked when they arrive)."""
+        for fut in self._pending.values():
+            fut.add_done_callback(_unlink_when_done)
+            self._dropped.append(fut)
+        self._pending.clear()
+        self._dropped = [f for f in self._dropped if not f.done()]
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Stop the helper, first unlinking what it drew (waiting up to ``wait_s`` for it)."""
+        self.drop()
+        if self._dropped:
+            cf.wait(self._dropped, timeout=wait_s)
+            self._dropped = []
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._reader is not None:
+            self._reader.shutdown(wait=False, cancel_futures=True)
+            self._reader = None
+
+
+def serve(fd: int) -> None:
+    """The helper's loop: draw a set per request on socket ``fd`` until it closes."""
+    conn = Connection(socket.socket(fileno=fd).detach())
+    while True:
+        try:
+            fn, owner = cloudpickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", _draw_into_shared_memory(fn, owner))
+        except BaseException as exc:  # noqa: BLE001 - the worker draws again and reports it
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        conn.send_bytes(cloudpickle.dumps(reply))
+
+
+def _unlink_when_done(fut: cf.Future) -> None:
+    try:
+        kind, drawn = cloudpickle.loads(fut.result())
+    except Exception:  # noqa: BLE001 - nothing was left in shared memory
+        return
+    if kind == "ok" and drawn:
+        _take(drawn)
+
+
+def remove_orphans() -> int:
+    """Unlink segments left by workers that were killed with a set pending; returns how many."""
+    removed = 0
+    for path in glob.glob(f"/dev/shm/{SEGMENT_PREFIX}*"):
+        pid = os.path.basename(path)[len(SEGMENT_PREFIX):].split("_")[0]
+        try:
+            os.kill(int(pid), 0)
+            continue  # its worker is alive
+        except ProcessLookupError:
+            pass
+        except (ValueError, PermissionError):
+            continue
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
