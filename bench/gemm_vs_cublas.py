@@ -145,9 +145,17 @@ def main() -> None:
                                  tflops=tflops(bench), pct_cublas=100 * cublas["ms"] / bench))
                 print(f"measured {name} {cfg}: {r.status.value}, ext {ext:.3f} ms, do_bench "
                       f"{bench:.3f} ms ({rows[-1]['pct_cublas']:.1f} % of cuBLAS)", flush=True)
+        # cuBLAS again after the Triton configs: its time moved by 10 % between H200s (1.38 to
+        # 1.54 ms), so the ratio uses the faster of the two, never the slower
+        after = w.call(do_bench_cublas, SIZE, timeout=600)
+        print(f"measured torch.matmul again: do_bench {after['ms']:.3f} ms", flush=True)
+        cublas["samples_ms"] = [cublas["ms"], after["ms"]]
+        cublas["ms"] = min(cublas["samples_ms"])
+        for row in rows:
+            row["pct_cublas"] = 100 * cublas["ms"] / row["do_bench_ms"]
     print(f"{SIZE}^3 bf16 on {cublas['device']} (torch {cublas['torch']}, triton {cublas['triton']})")
     print(f"{'kernel':18} {'config':64} {'status':8} {'ext ms':>8} {'bench ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8}")
-    print(f"{'torch.matmul':18} {'cuBLAS':64} {'ok':8} {'':>8} {cublas['ms']:8.3f} "
+    print(f"{'torch.matmul':18} {'cuBLAS, faster of ' + str(cublas['samples_ms']):64} {'ok':8} {'':>8} {cublas['ms']:8.3f} "
           f"{tflops(cublas['ms']):8.1f} {100.0:8.1f}")
     for row in rows:
         cfg = " ".join(f"{k}={v}" for k, v in row["config"].items())

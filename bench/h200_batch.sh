@@ -4,6 +4,7 @@
 #   bash bench/h200_batch.sh hardware    # issues 5, 8, 9: GEMM, attention, swizzle, breakdowns, faults
 #   bash bench/h200_batch.sh next        # what the open issues 7 and 8 need measured next
 #   bash bench/h200_batch.sh more        # and after that
+#   bash bench/h200_batch.sh again       # and after that
 # Needs the wheelhouse in .whl/ (../shared/device/wheelhouse.sh plus kernel-tuner, optuna, dask).
 # Each step has its own cap and its own log in $OUT; everything else it writes is packed into
 # $OUT/<part>.tgz at the end (the device tool returns at most 8 files).
@@ -74,6 +75,13 @@ more)  # call 2 of this round: the sweep with inputs drawn ahead (7); the TMA ce
        --spaces attn_fwd --out $R/search_efficiency_attn_record_only.json
   step attention 130 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 16384 \
        --json $R/attention_vs_sdpa.json
+  ;;
+again)  # call 3: both GEMM runs again on another draw of machine, cuBLAS timed before and after
+      # (its time moved 10 % between calls 1 and 2); attention D=128, N=16384, causal (cut in call 2)
+  step gemm_tma 90 env OUT=$R python3 bench/gemm_vs_cublas.py 8192 --tma-more
+  step gemm 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
+  step attention 150 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 16384 --causal 1 \
+       --no-names --json $R/attention_vs_sdpa.json
   ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
