@@ -5,6 +5,7 @@
 #   bash bench/h200_batch.sh next        # what the open issues 7 and 8 need measured next
 #   bash bench/h200_batch.sh more        # and after that
 #   bash bench/h200_batch.sh again       # and after that
+#   bash bench/h200_batch.sh ab          # TMA GEMM and cuBLAS interleaved (bench/gemm_interleaved.py)
 # Needs the wheelhouse in .whl/ (../shared/device/wheelhouse.sh plus kernel-tuner, optuna, dask).
 # Each step has its own cap and its own log in $OUT; everything else it writes is packed into
 # $OUT/<part>.tgz at the end (the device tool returns at most 8 files).
@@ -82,6 +83,9 @@ again)  # call 3: both GEMM runs again on another draw of machine, cuBLAS timed 
   step gemm 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
   step attention 150 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 16384 --causal 1 \
        --no-names --json $R/attention_vs_sdpa.json
+  ;;
+ab)  # call 4: the two best TMA configs and cuBLAS interleaved, 30 rounds, CI on the ratio
+  step gemm_ab 170 python3 bench/gemm_interleaved.py 8192 --rounds 30 --json $R/gemm_interleaved.json
   ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
