@@ -87,6 +87,10 @@ again)  # call 3: both GEMM runs again on another draw of machine, cuBLAS timed 
 ab)  # call 4: the two best TMA configs and cuBLAS interleaved, 30 rounds, CI on the ratio
   step gemm_ab 170 python3 bench/gemm_interleaved.py 8192 --rounds 30 --json $R/gemm_interleaved.json
   ;;
+causal16k)  # call 5: attention D=128, N=16384, causal alone (its 150 s cap in call 3 was too short)
+  step attention 280 python3 bench/attention_vs_sdpa.py --dims 128 --contexts 16384 --causal 1 \
+       --no-names --json $R/attention_vs_sdpa.json
+  ;;
 hardware)
   step faults 130 python3 bench/fault_injection.py --timeout 5 --out $R/reliability
   step gemm 110 env OUT=$R python3 bench/gemm_vs_cublas.py 8192
