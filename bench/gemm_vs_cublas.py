@@ -38,7 +38,9 @@ TILED = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_
 PERSISTENT = [dict(c, NUM_SMS=132) for c in TILED[:3]]
 # the persistent TMA cell: the same tiles, and the 128x256 ones again with the epilogue stored
 # in two half-width TMA tiles
-TMA = ([dict(c, NUM_SMS=132, EPILOGUE_SUBTILE=0, WARP_SPECIALIZE=0) for c in TILED]
+# (128x256x64 with 4 stages and a whole C tile is over the shared memory: the cell's require
+# line rules it out; it failed at launch in runs 3 and 5, before that line existed)
+TMA = ([dict(c, NUM_SMS=132, EPILOGUE_SUBTILE=0, WARP_SPECIALIZE=0) for c in TILED[:3]]
        + [dict(TILED[i], NUM_SMS=132, EPILOGUE_SUBTILE=1, WARP_SPECIALIZE=0) for i in (0, 3)])
 CONFIGS = {"matmul": TILED, "matmul_persistent": PERSISTENT, "matmul_tma": TMA}
 # --tma-more: the TMA cell only, around its best config of run 3 (128x256x64, GROUP_M 8, 8 warps,
@@ -120,7 +122,7 @@ def main() -> None:
     if "--check" in sys.argv:
         for name, spec in specs.items():
             for cfg in CONFIGS[name]:
-                bad = spec.space.violations(cfg)
+                bad = spec.space.violations(cfg, {"SMEM_PER_BLOCK": 232448})  # sm_90
                 assert not bad, (name, cfg, bad)
         print("ok:", ", ".join(sorted(specs)), "parsed;",
               sum(len(v) for v in CONFIGS.values()), "configs valid")
