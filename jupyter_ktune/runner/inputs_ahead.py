@@ -170,6 +170,7 @@ class InputsAhead:
 
 def serve(fd: int) -> None:
     """The helper's loop: draw a set per request on socket ``fd`` until it closes."""
+    os.nice(10)  # background work: the worker's launches come first on a busy host
     conn = Connection(socket.socket(fileno=fd).detach())
     while True:
         try:
