@@ -201,6 +201,7 @@ def test_only_host_input_sets_are_drawn_ahead():
     assert inputs_ahead.host_only(host)
     device_like = type("Tensor", (), {"__module__": "torch"})()
     assert not inputs_ahead.host_only(dict(host, x=device_like))   # would launch GPU work
+    assert not inputs_ahead.host_only(dict(host, x=np.ones(8)[::2]))   # strided: drawn in place
     old = inputs_ahead.MAX_BYTES
     try:
         inputs_ahead.MAX_BYTES = 8
@@ -229,6 +230,7 @@ def test_a_set_drawn_ahead_arrives_whole_and_leaves_no_shared_memory():
         assert got["a"].dtype.name == "bfloat16" and got["a"].shape == (64, 32)
         assert np.isfinite(got["a"].astype(np.float32)).all() and got["a"].any()
         assert (got["t"] == np.arange(12).reshape(3, 4).T).all()   # a transposed view: values kept
+        assert got["t"].flags.f_contiguous and not got["t"].flags.c_contiguous   # and its order
         ahead.start("k", make)
         ahead.start("other", make)   # the set pending for "k" is dropped and its memory freed
         assert ahead.take("k") is None and ahead.take("other") is not None

@@ -1,14 +1,15 @@
 """The next random input set, drawn in a helper process while the device works on this one.
 
 A sweep draws fresh inputs every few variants (``execute.REDRAW_EVERY``). On the H200 host two
-4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: half of a warm 72-config sweep. Drawing
+4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: over a third of a warm 72-config sweep. Drawing
 them ahead on a thread of the worker would share its GIL with the timing loop: a NumPy call that
 holds the GIL for milliseconds between "record start event" and "launch" would put idle GPU time
 inside a timed run. So the set is drawn in a separate process and handed over in shared memory;
 the worker copies it out (tens of ms per 100 MB) at the redraw, outside any timed region.
 
-Only host sets qualify (NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs function
-that makes device arrays would launch GPU work of its own during the timing.
+Only host sets qualify (contiguous NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs
+function that makes device arrays would launch GPU work of its own during the timing. A C- or
+Fortran-ordered array arrives in the same order; a strided view is drawn in place, as it is.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ _SCALARS = (int, float, complex, bool, str, bytes, np.generic)
 
 
 def host_only(args: dict[str, Any]) -> bool:
-    """Whether an input set is NumPy arrays and plain scalars, small enough to hold twice."""
+    """Whether an input set is contiguous NumPy arrays and plain scalars, small enough to hold
+    twice (the set drawn ahead must reach the kernel with the same memory layout)."""
     total = 0
     for v in args.values():
         if isinstance(v, np.ndarray):
+            if not (v.flags.c_contiguous or v.flags.f_contiguous):
+                return False
             total += v.nbytes
         elif not isinstance(v, _SCALARS):
             return False
@@ -47,7 +51,7 @@ def host_only(args: dict[str, Any]) -> bool:
 def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
     """In the helper: call the inputs function and put its arrays into shared memory.
 
-    Returns name -> ("shm", segment name, shape, dtype) for arrays and the value itself for
+    Returns name -> ("shm", segment name, shape, dtype, order) for arrays and the value itself for
     scalars; None when the set is not host-only (the worker then stops drawing ahead).
     Exceptions travel back to the worker, which reports them as the inputs function's own.
     """
@@ -63,8 +67,9 @@ def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
             # the worker (``owner``) owns it from here: it unlinks it once copied out or at
             # exit; if it was killed, its client or the next worker does (remove_orphans)
             resource_tracker.unregister(seg._name, "shared_memory")  # noqa: SLF001
-            np.ndarray(v.shape, v.dtype, buffer=seg.buf)[...] = v
-            out[name] = ("shm", seg.name, v.shape, v.dtype)
+            order = "C" if v.flags.c_contiguous else "F"
+            np.ndarray(v.shape, v.dtype, buffer=seg.buf, order=order)[...] = v
+            out[name] = ("shm", seg.name, v.shape, v.dtype, order)
             seg.close()
         else:
             out[name] = v
@@ -75,10 +80,10 @@ def _take(drawn: dict[str, Any]) -> dict[str, Any]:
     """In the worker: copy each array out of its segment and unlink the segment."""
     args: dict[str, Any] = {}
     for name, v in drawn.items():
-        if isinstance(v, tuple) and len(v) == 4 and v[0] == "shm":
+        if isinstance(v, tuple) and len(v) == 5 and v[0] == "shm":
             seg = shared_memory.SharedMemory(name=v[1])
             try:
-                args[name] = np.ndarray(v[2], v[3], buffer=seg.buf).copy()
+                args[name] = np.ndarray(v[2], v[3], buffer=seg.buf, order=v[4]).copy(order="K")
             finally:
                 seg.close()
                 seg.unlink()  # also drops the registration that attaching made
