@@ -27,6 +27,72 @@ BEST = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, NUM_SM
 CONFIGS = {"tma s4": dict(BEST, num_stages=4), "tma s3": dict(BEST, num_stages=3)}
 
 
+class PowerSampler:
+    """SM clock and board power from NVML every 20 ms on a thread, tagged with the side being
+    timed: to see whether a side ran at the power limit rather than to guess it."""
+
+    def __init__(self, period_s: float = 0.02):
+        import threading
+        self.rows: list[tuple[str, int, int, float]] = []  # side, round, SM MHz, W
+        self._tag: tuple[str, int] | None = None
+        self._done = threading.Event()
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._nvml, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self._h) / 1000
+        except Exception as exc:  # noqa: BLE001 - no NVML: the timings still stand
+            print(f"no NVML ({exc}): clocks and power not read", flush=True)
+            self._nvml = None
+            return
+        self._thread = threading.Thread(target=self._run, args=(period_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, period_s: float) -> None:
+        nv = self._nvml
+        while not self._done.wait(period_s):
+            tag = self._tag
+            if tag is not None:
+                self.rows.append((tag[0], tag[1], nv.nvmlDeviceGetClockInfo(self._h, nv.NVML_CLOCK_SM),
+                                  nv.nvmlDeviceGetPowerUsage(self._h) / 1000))
+
+    def tagged(self, side: str, rnd: int):
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm():
+            self._tag = (side, rnd)
+            try:
+                yield
+            finally:
+                self._tag = None
+        return cm()
+
+    def round_text(self, rnd: int) -> str:
+        import numpy as np
+        parts = []
+        for side in dict.fromkeys(r[0] for r in self.rows if r[1] == rnd):
+            rows = [r for r in self.rows if r[1] == rnd and r[0] == side]
+            parts.append(f"{side} {np.median([r[2] for r in rows]):.0f} MHz "
+                         f"{np.median([r[3] for r in rows]):.0f} W")
+        return ", ".join(parts) if parts else "no NVML"
+
+    def summary(self) -> dict:
+        import numpy as np
+        if self._nvml is None:
+            return {}
+        out: dict = {"enforced_limit_w": self.limit_w}
+        for side in dict.fromkeys(r[0] for r in self.rows):
+            rows = [r for r in self.rows if r[0] == side]
+            out[side] = {"sm_mhz_median": float(np.median([r[2] for r in rows])),
+                         "watts_median": float(np.median([r[3] for r in rows])),
+                         "watts_max": float(max(r[3] for r in rows)), "samples": len(rows)}
+        return out
+
+    def stop(self) -> None:
+        self._done.set()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("size", type=int, nargs="?", default=8192)
@@ -63,16 +129,19 @@ def main() -> int:
         assert err < 1.0, f"{name}: max abs error {err} against torch.matmul"
         sides[name] = fn
     samples: dict[str, list[float]] = {k: [] for k in sides}
+    sensor = PowerSampler()
     names = list(sides)
     for r in range(args.rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
-            samples[k].append(float(triton.testing.do_bench(sides[k], return_mode="median")))
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f} ms" for k, v in samples.items()),
-              flush=True)
+            with sensor.tagged(k, r):
+                samples[k].append(float(triton.testing.do_bench(sides[k], return_mode="median")))
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f} ms" for k, v in samples.items())
+              + "  |  " + sensor.round_text(r), flush=True)
+    sensor.stop()
     tflops = lambda ms: 2 * n ** 3 / (ms * 1e-3) / 1e12  # noqa: E731
     out = {"size": n, "rounds": args.rounds, "device": torch.cuda.get_device_name(),
            "torch": torch.__version__, "triton": triton.__version__, "configs": CONFIGS,
-           "samples_ms": samples, "summary": {}}
+           "samples_ms": samples, "summary": {}, "power": sensor.summary()}
     print(f"\n{n}^3 bf16, {args.rounds} interleaved rounds of do_bench medians on "
           f"{out['device']} (torch {torch.__version__}, triton {triton.__version__})")
     for k, v in samples.items():
@@ -85,6 +154,8 @@ def main() -> int:
             line += f"  {100 * ratio:5.1f} % of cuBLAS, 95 % CI [{100 * lo:.1f}, {100 * hi:.1f}]"
         out["summary"][k] = row
         print(line)
+    print("SM clock and board power while each side ran (NVML, every 20 ms): "
+          + json.dumps(out["power"]))
     args.json.write_text(json.dumps(out, indent=1))
     return 0
 
