@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jupyter_ktune.spec import parse_cell  # noqa: E402
+from jupyter_ktune.tune.report import ratio_ci  # noqa: E402
 
 NB = Path(__file__).resolve().parent.parent / "examples" / "attention.ipynb"
 Z, H = 4, 32
@@ -179,17 +180,6 @@ def name_experiment(body_a: str, body_b: str, cfg: dict, n_ctx: int, d: int, cau
             "n_regs": [getattr(ca, "n_regs", None), getattr(cb, "n_regs", None)]}
 
 
-def bootstrap_ratio(a: list[float], b: list[float], n: int = 10000, seed: int = 0):
-    """Ratio of medians b/a with a percentile bootstrap 95% CI."""
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(a), np.asarray(b)
-    ra = np.median(rng.choice(a, (n, a.size)), axis=1)
-    rb = np.median(rng.choice(b, (n, b.size)), axis=1)
-    ratios = rb / ra
-    return float(np.median(b) / np.median(a)), (float(np.percentile(ratios, 2.5)),
-                                                 float(np.percentile(ratios, 97.5)))
-
-
 def check() -> int:
     from jupyter_ktune.backends.triton import check_cell
 
@@ -197,8 +187,8 @@ def check() -> int:
         sig = check_cell(spec)
         print(f"{name}: parsed, tunables {', '.join(spec.space.names)}; runtime args "
               f"{', '.join(sig.runtime)}")
-    lo, (a, b) = bootstrap_ratio([1.0, 1.1, 0.9] * 10, [1.0, 1.05, 0.95] * 10)
-    print(f"bootstrap self-test: ratio {lo:.3f} CI [{a:.3f}, {b:.3f}]")
+    ratio, a, b = ratio_ci([1.0, 1.1, 0.9] * 10, [1.0, 1.05, 0.95] * 10)
+    print(f"bootstrap self-test: ratio {ratio:.3f} CI [{a:.3f}, {b:.3f}]")
     return 0
 
 
@@ -245,7 +235,8 @@ def main() -> int:
             body_b = renamed(*cells["attn_fwd"], "cutlass_attn_fwd")[1]
             names = w.call(name_experiment, body_a, body_b, CONFIGS[128], 8192, 128, 0,
                            timeout=600)
-            names["ratio"], names["ci95"] = bootstrap_ratio(names["plain_ms"], names["cutlass_ms"])
+            ratio, lo, hi = ratio_ci(names["plain_ms"], names["cutlass_ms"])
+            names["ratio"], names["ci95"] = ratio, (lo, hi)
         device = w.device("triton").name
 
     flops = lambda r: 4 * Z * H * r["N_CTX"] ** 2 * r["D"] / (2 if r["causal"] else 1)  # noqa: E731

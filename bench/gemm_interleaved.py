@@ -14,6 +14,7 @@ the worker loads it, and checked once against ``torch.matmul``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -56,17 +57,14 @@ class PowerSampler:
                 self.rows.append((tag[0], tag[1], nv.nvmlDeviceGetClockInfo(self._h, nv.NVML_CLOCK_SM),
                                   nv.nvmlDeviceGetPowerUsage(self._h) / 1000))
 
+    @contextlib.contextmanager
     def tagged(self, side: str, rnd: int):
-        import contextlib
-
-        @contextlib.contextmanager
-        def cm():
-            self._tag = (side, rnd)
-            try:
-                yield
-            finally:
-                self._tag = None
-        return cm()
+        """Samples taken inside the block belong to ``side`` in round ``rnd``."""
+        self._tag = (side, rnd)
+        try:
+            yield
+        finally:
+            self._tag = None
 
     def round_text(self, rnd: int) -> str:
         import numpy as np

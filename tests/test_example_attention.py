@@ -3,30 +3,17 @@ bench/attention_vs_sdpa.py parses its cells on a CPU (``--check``)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from example_notebooks import run_example
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = ROOT / "examples"
-
-
-def _text(nb) -> str:
-    return "\n".join(str(v) for c in nb.cells for o in c.get("outputs", [])
-                     for v in [o.get("text", ""), *o.get("data", {}).values()])
 
 
 def test_attention_notebook_runs_and_is_correct():
-    nb = nbformat.read(EXAMPLES / "attention.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(EXAMPLES)}}).execute(env=dict(os.environ))
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, errors
-    text = _text(nb)
+    text = run_example("attention.ipynb")
     assert "ktune-result" in text
     assert "attention correct: True" in text, text[-3000:]
     assert "persistent attention correct: True" in text

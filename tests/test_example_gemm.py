@@ -7,22 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from example_notebooks import run_example
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = ROOT / "examples"
 
 
 def test_gemm_notebook_runs_and_its_triton_gemms_are_correct():
-    nb = nbformat.read(EXAMPLES / "gemm.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(EXAMPLES)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, errors
-    text = "\n".join([str(o.get("text", "")) for c in nb.cells for o in c.get("outputs", [])]
-                     + [str(v) for c in nb.cells for o in c.get("outputs", [])
-                        for v in o.get("data", {}).values()])
+    text = run_example("gemm.ipynb")
     assert "triton tiled: ok" in text and "triton persistent: ok" in text, text
     assert "triton tma: ok" in text, text
     tma = re.search(r"TMA instructions in the sm_90 SASS: (\d+) \| tensor-core MMAs: (\d+)", text)

@@ -2,34 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import nbformat
-import pytest
-from nbclient import NotebookClient
-
-EXAMPLES = Path(__file__).parent.parent / "examples"
-
-
-def _outputs(nb) -> str:
-    text = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            text.append(str(out.get("text", "")))
-            text.extend(str(v) for v in out.get("data", {}).values())
-    return "\n".join(text)
+from example_notebooks import run_example
 
 
 def test_quickstart_runs_and_shows_a_result():
-    nb = nbformat.read(EXAMPLES / "quickstart.ipynb", as_version=4)
-    env = dict(os.environ)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(EXAMPLES)}})
-    client.execute(env=env)
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, errors
-    text = _outputs(nb)
+    text = run_example("quickstart.ipynb")
     assert "ktune-result" in text  # the rich HTML result
     if "cannot run here" in text:   # CPU machine: static report from nvcc for sm_90
         assert "Static report" in text and "registers" in text
@@ -39,11 +16,6 @@ def test_quickstart_runs_and_shows_a_result():
 
 
 def test_swizzle_banks_runs_and_shows_the_analytic_conflicts():
-    nb = nbformat.read(EXAMPLES / "swizzle_banks.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(EXAMPLES)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, errors
-    text = _outputs(nb)
+    text = run_example("swizzle_banks.ipynb")
     assert "none: column read is 32-way" in text and "128B: column read is 4-way" in text
     assert "transpose [SWIZZLE=none TILE=32]" in text
