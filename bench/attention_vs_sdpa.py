@@ -155,7 +155,7 @@ def name_experiment(body_a: str, body_b: str, cfg: dict, n_ctx: int, d: int, cau
     import torch
     import triton
 
-    from jupyter_ktune.backends.triton import load_module
+    from jupyter_ktune.backends.triton.module import load_module
 
     ka = load_module(body_a, "attn_fwd").attn_fwd
     kb = load_module(body_b, "cutlass_attn_fwd").cutlass_attn_fwd
@@ -181,7 +181,7 @@ def name_experiment(body_a: str, body_b: str, cfg: dict, n_ctx: int, d: int, cau
 
 
 def check() -> int:
-    from jupyter_ktune.backends.triton import check_cell
+    from jupyter_ktune.backends.triton.cell import check_cell
 
     for name, spec in specs().items():
         sig = check_cell(spec)

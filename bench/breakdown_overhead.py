@@ -86,7 +86,7 @@ def cuda_part(out: Path, quick: bool) -> None:
     import cupy
 
     from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.measure.profile_cuda import (
+    from jupyter_ktune.backends.cuda.profile import (
         ScopeSampling,
         instrumented_variant,
         profile_cuda,
@@ -105,7 +105,7 @@ def cuda_part(out: Path, quick: bool) -> None:
     # end to end: request -> breakdown -> drawn (twice: the first includes NVRTC)
     for i in range(2):
         t0 = time.perf_counter()
-        bd, words, sampling = profile_cuda(spec, config, args)
+        bd, words, sampling = profile_cuda(backend, spec, config, args)
         res[f"profile_s_{i}"] = time.perf_counter() - t0
         res[f"run_to_drawn_s_{i}"] = res[f"profile_s_{i}"] + draw_seconds(bd)
     res["parse_ms"] = bd.parse_ms
@@ -129,7 +129,7 @@ def cuda_part(out: Path, quick: bool) -> None:
                                  ("all_blocks_all_warps", 10**6, 8)):
         grid_blocks = int(np.prod(plain.grid))
         s = ScopeSampling.for_launch(grid_blocks, 8, blocks, warps, 256)
-        var, module = instrumented_variant(spec, config, s)
+        var, module = instrumented_variant(spec, config, s, backend.device().limits)
         b = var.bind(args)
         buf = cupy.zeros(s.buffer_words, dtype=cupy.uint32)
         cupy.ndarray((1,), cupy.uint64, module.get_global("kt_profile_out")).fill(buf.data.ptr)
@@ -209,8 +209,8 @@ def triton_part(out: Path, quick: bool) -> None:
     import triton.profiler.language as pl
 
     from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.backends.triton.profile import MODE, parse_proton_trace
     from jupyter_ktune.measure.clocks import read_clocks
-    from jupyter_ktune.measure.profile_proton import MODE, parse_proton_trace
 
     spec = triton_spec(4096)
     config = spec.space.config({})
@@ -308,8 +308,8 @@ def mosaic_part(out: Path, quick: bool) -> None:
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
+    from jupyter_ktune.backends.pallas.profile import newest_trace, parse_mosaic_trace
     from jupyter_ktune.measure.clocks import read_clocks
-    from jupyter_ktune.measure.profile_mosaic import newest_trace, parse_mosaic_trace
 
     def body(x_ref, o_ref):
         with jax.named_scope("load"):
@@ -362,7 +362,7 @@ def ncu_part(out: Path, quick: bool) -> None:
     rep = out / "gemm_small"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     cmd = ncu_command(find_ncu() or "ncu", str(rep), "gemm",
-                      [sys.executable, "-m", "jupyter_ktune.measure.profile_ncu", str(job)])
+                      [sys.executable, "-m", "jupyter_ktune.runner.profile", str(job)])
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env)
     res = {"ncu_s": time.perf_counter() - t0, "rc": p.returncode,
@@ -372,7 +372,7 @@ def ncu_part(out: Path, quick: bool) -> None:
     if path.exists():
         res["report_bytes"] = path.stat().st_size
         try:
-            bd = read_report(path, "gemm", cell_file_filter("cuda"))
+            bd = read_report(path, "gemm", cell_file_filter("cell"))
             res["lines"] = {str(k): v for k, v in bd.lines.items()}
             res["kernel_ns"] = bd.kernel_ns
         except Exception:  # noqa: BLE001

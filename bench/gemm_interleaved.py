@@ -103,10 +103,10 @@ def main() -> int:
     import triton
 
     from gemm_vs_cublas import cells
-    from jupyter_ktune.backends.triton import _ensure_allocator, load_module
+    from jupyter_ktune.backends.triton.module import ensure_allocator, load_module
     from jupyter_ktune.tune.report import ratio_ci
 
-    _ensure_allocator()
+    ensure_allocator()
     n = args.size
     kernel = getattr(load_module(cells()["matmul_tma"][1], "matmul_tma"), "matmul_tma")
     a = torch.randn(n, n, device="cuda").to(torch.bfloat16)

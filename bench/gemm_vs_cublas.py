@@ -80,9 +80,9 @@ def do_bench_triton(source: str, name: str, config: dict, size: int) -> float:
     import torch
     import triton
 
-    from jupyter_ktune.backends.triton import _ensure_allocator, load_module
+    from jupyter_ktune.backends.triton.module import ensure_allocator, load_module
 
-    _ensure_allocator()  # the TMA cell builds tensor descriptors on the device
+    ensure_allocator()  # the TMA cell builds tensor descriptors on the device
     kernel = getattr(load_module(source, name), name)
     a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
     b = torch.randn(size, size, device="cuda").to(torch.bfloat16)

@@ -100,7 +100,7 @@ def direct(rows: list[dict], specs: list, inputs) -> None:
     import jax
     from jax.experimental.mosaic.gpu import profiler
 
-    from jupyter_ktune.backends.pallas import BACKEND
+    from jupyter_ktune.backends.pallas.backend import BACKEND
 
     host = inputs()
     for row, spec in zip(rows, specs, strict=True):

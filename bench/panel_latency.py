@@ -24,8 +24,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
+from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.runner.execute import limits_for
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jupyter_ktune.backends.cuda import BACKEND
+from jupyter_ktune.backends.cuda.backend import BACKEND
 from jupyter_ktune.measure.timing import _timed_runs
 from jupyter_ktune.spec import parse_cell
 

@@ -82,8 +82,9 @@ def main() -> int:
         return 0
 
     from jupyter_ktune.api import run_kernel
-    from jupyter_ktune.measure.profile_ncu import SHARED_METRICS, ncu_metrics, ncu_status
+    from jupyter_ktune.measure.profile_ncu import SHARED_METRICS, ncu_status
     from jupyter_ktune.runner.client import DeviceWorker
+    from jupyter_ktune.runner.profile import ncu_metrics
 
     rows = []
     why_no_ncu = ncu_status()

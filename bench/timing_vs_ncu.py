@@ -113,7 +113,7 @@ def extension_runs(out: Path) -> dict:
 DO_BENCH = r"""
 import json, sys, numpy as np, cupy, torch, triton
 from triton.testing import do_bench
-from jupyter_ktune.backends.cuda import BACKEND
+from jupyter_ktune.backends.cuda.backend import BACKEND
 from jupyter_ktune.spec import parse_cell
 sizes = json.loads(sys.argv[1]); src = sys.argv[2]; reps = int(sys.argv[3])
 out = {}

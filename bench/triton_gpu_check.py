@@ -44,7 +44,7 @@ def do_bench_median(source: str, config: dict) -> float:
     import torch
     import triton
 
-    from jupyter_ktune.backends.triton import load_module
+    from jupyter_ktune.backends.triton.module import load_module
 
     kernel = load_module(source, "matmul").matmul
     a = torch.randn(SIZE, SIZE, device="cuda").to(torch.bfloat16)

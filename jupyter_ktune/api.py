@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from jupyter_ktune.backends import get_backend
+from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
-from jupyter_ktune.runner.execute import limits_for
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 

@@ -45,9 +45,9 @@ def _panel(spec: KernelSpec) -> Any:
     """Start a tuning session for the cell and return its live panel (first result shown)."""
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.backends.base import limits_for
     from jupyter_ktune.measure.ceilings import device_ceilings
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.runner.execute import limits_for
     from jupyter_ktune.session import TuningSession
     from jupyter_ktune.ui.app import KernelPanel
 

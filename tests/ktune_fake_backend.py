@@ -2,7 +2,10 @@
 
 It exercises everything generic (constraints, verification with poisoned outputs, the timing
 protocol, the worker's crash/hang/fatal handling) without a GPU. Registered for the worker via
-``KTUNE_BACKEND_MODULES=fake=ktune_fake_backend`` with ``tests/`` on PYTHONPATH.
+``KTUNE_BACKEND_MODULES=fake=ktune_fake_backend`` with ``tests/`` on PYTHONPATH. It implements
+the required protocol of ``jupyter_ktune/backends/base.py`` and ``line_file``; it has no scope
+profiler (tests check the reason shown). :class:`ProfilingFakeBackend` adds one: a host-timed
+call reported as one event per scope named in a ``# scope: NAME`` comment.
 
 Fault kinds a cell can produce (issue 9): ``os.abort()`` (a crash), an endless loop (a hang),
 ``raise FatalFault(...)`` (a sticky device error: the worker restarts), ``raise
@@ -23,6 +26,7 @@ import numpy as np
 
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.errors import CompileFailure, Diagnostic, OutOfResources
+from jupyter_ktune.measure.breakdown import Breakdown, Event
 from jupyter_ktune.measure.verify import poison
 
 
@@ -67,6 +71,7 @@ class Bound:
         return {"kernel": self.fn.__name__}
 
 
+_SCOPE = re.compile(r"#\s*scope:\s*(\w+)")
 _IF = re.compile(r"^\s*#if\s+(?P<expr>.+?)\s*$")
 _ENDIF = re.compile(r"^\s*#endif\b")
 
@@ -115,6 +120,23 @@ class FakeBackend:
     def compile(self, spec, config): return Variant(spec, config)
     def timer(self): return FakeTimer()
     def is_fatal(self, exc): return isinstance(exc, FatalFault)
+    def line_file(self, variant): return "cell"
+
+
+class ProfilingFakeBackend(FakeBackend):
+    """The fake with the optional scope profiler of the protocol."""
+
+    def profile_scopes(self, spec, config, inputs):
+        """One launch, timed on the host, reported as one event per ``# scope: NAME`` line."""
+        names = _SCOPE.findall(spec.source) or [spec.name]
+        bound = self.compile(spec, config).bind(inputs())
+        t0 = time.perf_counter_ns()
+        bound.launch()
+        ns = time.perf_counter_ns() - t0
+        events = [Event(n, 0, 0, 0, i * ns, (i + 1) * ns, float(i * ns), float((i + 1) * ns))
+                  for i, n in enumerate(names)]
+        return Breakdown.from_events(events, kernel=spec.name, source="fake", unit_kind="warp",
+                                     sm_clock_mhz=1000.0, clock_source="fake (host ns)")
 
 
 BACKEND = FakeBackend()

@@ -17,14 +17,14 @@ import pytest
 
 from jupyter_ktune.editor import MIME_TYPE, editor_bundle
 from jupyter_ktune.measure.breakdown import Breakdown, Event, cycles_to_ns, pair_edges, scope_role
-from jupyter_ktune.measure.profile_cuda import (
+from jupyter_ktune.backends.cuda.profile import (
     ScopeSampling,
     fitted_clock_mhz,
     parse_scope_buffer,
     scope_names,
 )
-from jupyter_ktune.measure.profile_mosaic import parse_mosaic_trace
-from jupyter_ktune.measure.profile_proton import parse_proton_trace
+from jupyter_ktune.backends.pallas.profile import parse_mosaic_trace
+from jupyter_ktune.backends.triton.profile import parse_proton_trace
 
 FIX = Path(__file__).parent / "fixtures" / "breakdown"
 
@@ -134,7 +134,7 @@ def test_ncu_report_gives_samples_and_stalls_per_cell_line() -> None:
     pytest.importorskip("ncu_report")
     from jupyter_ktune.measure.profile_ncu import cell_file_filter, lines_for_editor, read_report
 
-    bd = read_report(FIX / "gemm_small.ncu-rep", "gemm", cell_file_filter("cuda"))
+    bd = read_report(FIX / "gemm_small.ncu-rep", "gemm", cell_file_filter("cell"))
     src = (FIX / "gemm_scoped.cu").read_text().splitlines()
     assert bd.kernel.startswith("gemm") and bd.kernel_ns and bd.kernel_ns > 1000
     top = [ln for ln, _ in bd.top_lines(2)]
@@ -148,6 +148,7 @@ def test_ncu_report_gives_samples_and_stalls_per_cell_line() -> None:
 
 def test_ncu_command_collects_lines_by_default_or_the_named_metrics(monkeypatch) -> None:
     from jupyter_ktune.measure import profile_ncu
+    from jupyter_ktune.runner.profile import ncu_metrics
 
     lines = profile_ncu.ncu_command("ncu", "out", "gemm", ["python", "x.py"])
     assert lines[:3] == ["ncu", "--clock-control", "none"] and "regex:^gemm" in lines
@@ -157,7 +158,7 @@ def test_ncu_command_collects_lines_by_default_or_the_named_metrics(monkeypatch)
     assert "--section" not in metrics and any("bank_conflicts" in a for a in metrics)
     monkeypatch.setattr(profile_ncu, "find_ncu", lambda: None)
     with pytest.raises(RuntimeError, match="ncu.*not installed"):
-        profile_ncu.ncu_metrics(None, {})
+        ncu_metrics(None, {})
 
 
 def test_views_draw_every_source_and_serialise(kt: Breakdown) -> None:

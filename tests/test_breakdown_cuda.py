@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ktune.measure.profile_cuda import ScopeSampling, fnv31, scope_names, uses_scopes
+from jupyter_ktune.backends.cuda.profile import ScopeSampling, fnv31, scope_names, uses_scopes
 
 FIX = Path(__file__).parent / "fixtures" / "breakdown"
 INCLUDE = Path(__file__).resolve().parents[1] / "jupyter_ktune" / "include"

@@ -1,4 +1,4 @@
-"""CUDA cell source on the host (jupyter_ktune.backends.cuda_source); no GPU needed.
+"""CUDA cell source on the host (jupyter_ktune.backends.cuda.source); no GPU needed.
 
 Covers parse_signature (template kernels, __launch_bounds__, extern "C", kernels inside comments,
 pointer vs scalar parameters and their NumPy types, qualifiers stripped, a missing kernel and an
@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from jupyter_ktune.backends.cuda_source import (device_source, include_dir, macro_defines,
+from jupyter_ktune.backends.cuda.source import (device_source, include_dir, macro_defines,
                                                 name_expression, parse_diagnostics,
                                                 parse_signature, static_source)
 from jupyter_ktune.errors import CellError

@@ -15,12 +15,8 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from jupyter_ktune.backends.pallas import (
-    DEFAULT_LOWERINGS,
-    PallasBackend,
-    choose_lowering,
-    detect_target,
-)
+from jupyter_ktune.backends.pallas.backend import PallasBackend
+from jupyter_ktune.backends.pallas.cell import DEFAULT_LOWERINGS, choose_lowering, detect_target
 from jupyter_ktune.errors import CannotRun
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from jupyter_ktune.backends.pallas_cell import Target
+from jupyter_ktune.backends.pallas.cell import Target
 from jupyter_ktune.errors import CannotRun, KtuneError
-from jupyter_ktune.measure.profile_mosaic import (
+from jupyter_ktune.backends.pallas.profile import (
     PROFILE_SPACE,
     profile_params,
     profiling_params,
@@ -240,8 +240,8 @@ def test_mosaic_only_cell_is_refused_on_a_cpu_without_running(worker):
 
 def _profile_on_pre_hopper_gpu(spec):
     """In the worker: profile_variant while the Pallas backend sees an A100 (Triton only)."""
-    from jupyter_ktune.backends.pallas import BACKEND
-    from jupyter_ktune.runner.execute import profile_variant
+    from jupyter_ktune.backends.pallas.backend import BACKEND
+    from jupyter_ktune.runner.profile import profile_variant
 
     saved = BACKEND.__dict__.pop("target", None)
     BACKEND.__dict__["target"] = Target("gpu", "NVIDIA A100", ("triton",), "8.0", 108)

@@ -206,7 +206,8 @@ def test_matmul_example_notebook_runs():
 
 def test_argument_types_come_from_one_inputs_call_per_cell():
     """A sweep must not regenerate the inputs for every config just to read their dtypes."""
-    from jupyter_ktune.backends.triton import TritonBackend, check_cell
+    from jupyter_ktune.backends.triton.backend import TritonBackend
+    from jupyter_ktune.backends.triton.cell import check_cell
 
     calls = []
 

@@ -21,7 +21,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 def tensor(a: np.ndarray):
     """A host array as a torch tensor the way the Triton backend makes one (bf16/fp8 too)."""
-    from jupyter_ktune.backends.triton import to_torch
+    from jupyter_ktune.backends.triton.launch import to_torch
 
     return to_torch(a, "cpu")
 

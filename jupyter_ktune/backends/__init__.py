@@ -1,6 +1,9 @@
-"""Backend registry: the name on the magic line -> the module that implements it.
+"""Backend registry: the name on the magic line -> the package that implements it.
 
-Adding a backend touches one line here (STYLE.md habit 3: a registry, not an if/elif chain).
+Adding a backend is one package beside this file plus one line in ``_BACKENDS`` (STYLE.md
+habit 3: a registry, not an if/elif chain); ``README.md`` here has the protocol and the steps.
+This module imports no backend until one is asked for, and nothing that imports it back
+(:mod:`jupyter_ktune.spec` checks ``--backend`` names against it).
 """
 
 from __future__ import annotations
@@ -8,14 +11,17 @@ from __future__ import annotations
 import importlib
 import os
 from functools import cache
+from typing import TYPE_CHECKING
 
-from jupyter_ktune.backends.base import Backend
 from jupyter_ktune.errors import KtuneError
 
+if TYPE_CHECKING:
+    from jupyter_ktune.backends.base import Backend
+
 _BACKENDS: dict[str, str] = {
-    "cuda": "jupyter_ktune.backends.cuda",
-    "pallas": "jupyter_ktune.backends.pallas",
-    "triton": "jupyter_ktune.backends.triton",
+    "cuda": "jupyter_ktune.backends.cuda.backend",
+    "pallas": "jupyter_ktune.backends.pallas.backend",
+    "triton": "jupyter_ktune.backends.triton.backend",
 }
 
 

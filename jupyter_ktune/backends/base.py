@@ -1,21 +1,36 @@
-"""The small protocol every backend implements, and the device description it reports.
+"""The one protocol every backend implements, and the device description it reports.
 
-A backend turns a (KernelSpec, Config) into a launchable variant. Everything generic - checking
-constraints, verification, the timing protocol, provenance - lives in
-:mod:`jupyter_ktune.runner.execute`, so a backend is one module that only knows its compiler and
-runtime.
+A backend owns the whole life of a variant: it checks the cell, compiles a (KernelSpec, Config)
+into a :class:`Variant`, reports what its compiler says about it (``static_report``), binds the
+variant to arguments on the device (:class:`Bound`), names the timer the timing protocol uses,
+describes its device, and, optionally, profiles the variant (named scopes, and which source
+file ncu's per-line samples belong to). Everything generic - constraints, verification, the
+timing protocol, provenance - lives in :mod:`jupyter_ktune.runner.execute` and
+:mod:`jupyter_ktune.measure`, which never import a backend. ``README.md`` beside this file walks
+through adding one.
+
+Only ``DeviceInfo`` and :func:`limits_for` are used at run time; the Protocols are the contract,
+checked by the type checker and by ``tests/test_backend_protocol.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: the registry must not import spec.py (it imports us)
+    import numpy as np
 
-from jupyter_ktune.space import Config
-from jupyter_ktune.spec import KernelSpec
+    from jupyter_ktune.measure.breakdown import Breakdown
+    from jupyter_ktune.measure.timing import DeviceTimer
+    from jupyter_ktune.space import Config
+    from jupyter_ktune.spec import KernelSpec
+
+#: sm_90 (H100/H200) values used in ``require`` lines where no device is here.
+DEFAULT_LIMITS: Mapping[str, int] = {
+    "SMEM_PER_BLOCK": 232448, "SMEM_PER_SM": 233472, "SM_COUNT": 132, "L2_BYTES": 50 << 20,
+    "MAX_THREADS_PER_BLOCK": 1024, "REGS_PER_SM": 65536}
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,11 @@ class DeviceInfo:
     limits: Mapping[str, int] = field(default_factory=dict)
     driver: str | None = None
     toolchain: Mapping[str, str] = field(default_factory=dict)
+
+
+def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, int]:
+    """Device limits usable in ``require`` lines; the sm_90 values when no device is here."""
+    return {**DEFAULT_LIMITS, **device.limits}
 
 
 class Bound(Protocol):
@@ -46,6 +66,11 @@ class Bound(Protocol):
     def launch_info(self) -> Mapping[str, Any]:
         """Grid, block, shared memory and registers of this launch, for the report."""
 
+    # Optional (looked up with getattr by the generic code):
+    #   device_outputs() -> {name: (tensor, np.dtype)}  outputs compared where they are
+    #   to_device(array) -> tensor                       the reference beside them
+    #   launch_and_wait() -> None                        one call, waited for (host timers)
+
 
 class Variant(Protocol):
     """A compiled kernel for one config."""
@@ -55,12 +80,20 @@ class Variant(Protocol):
 
 
 class Backend(Protocol):
-    """One backend: compile, describe the device, static report. Implemented once per module."""
+    """One backend, from the cell to the profile. Implemented once per package.
+
+    Required: ``name``, ``check``, ``device``, ``static_report``, ``compile``, ``timer``,
+    ``is_fatal``. Optional (absent means "not offered here", with a reason to the user):
+    ``profile_scopes`` and ``line_file``.
+    """
 
     name: ClassVar[str]
 
     def check(self, spec: KernelSpec) -> None:
-        """Validate the cell on the host (raise CellError with the line and the fix)."""
+        """Validate the cell on the host (raise CellError with the line and the fix).
+
+        Runs in the notebook process: must not import the backend's runtime (CUDA, Triton, JAX).
+        """
 
     def device(self) -> DeviceInfo:
         """Describe the device this backend would run on (called in the worker)."""
@@ -71,11 +104,29 @@ class Backend(Protocol):
     def compile(self, spec: KernelSpec, config: Config) -> Variant:
         """Compile the variant for the device; raise CompileFailure with cell-line diagnostics."""
 
-    def timer(self) -> Any:
-        """Return the DeviceTimer the timing protocol uses."""
+    def timer(self) -> DeviceTimer:
+        """Return the DeviceTimer the timing protocol uses (or one with its own ``time``)."""
 
     def is_fatal(self, exc: BaseException) -> bool:
         """Return True when ``exc`` leaves the device context unusable (the worker must restart)."""
+
+
+class ScopeProfiler(Protocol):
+    """The optional profiling half of a backend (worker side, on the device)."""
+
+    def profile_scopes(self, spec: KernelSpec, config: Config,
+                       inputs: Callable[[], dict[str, Any]]) -> Breakdown:
+        """Trace one launch and return its named scopes as a Breakdown.
+
+        ``inputs()`` draws a checked input set; call it only once the backend knows it can
+        profile this cell here (raise CannotRun with the reason otherwise).
+        """
+
+    def line_file(self, variant: Variant) -> str | None:
+        """The source file whose lines are cell lines in ncu's per-line samples.
+
+        None: any file with ``ktune`` in its name (the cached module of a Python cell).
+        """
 
 
 BackendFactory = Callable[[], Backend]

@@ -1,9 +1,9 @@
 """The one Breakdown schema: named scopes per warp (or warpgroup), per block, per SM, in time.
 
 Every source of a cycle breakdown lands here: ``KT_SCOPE`` buffers of CUDA C++ cells
-(:mod:`jupyter_ktune.measure.profile_cuda`), Proton traces of Triton cells
-(:mod:`~jupyter_ktune.measure.profile_proton`), Mosaic GPU profiler traces of Pallas cells
-(:mod:`~jupyter_ktune.measure.profile_mosaic`), and per-line stall samples from Nsight Compute
+(:mod:`jupyter_ktune.backends.cuda.profile`), Proton traces of Triton cells
+(:mod:`~jupyter_ktune.backends.triton.profile`), Mosaic GPU profiler traces of Pallas cells
+(:mod:`~jupyter_ktune.backends.pallas.profile`), and per-line stall samples from Nsight Compute
 (:mod:`~jupyter_ktune.measure.profile_ncu`, the ``lines`` field).
 
 Each event is one execution of one scope by one unit (warp or warpgroup) of one block:

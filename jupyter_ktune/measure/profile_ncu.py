@@ -1,13 +1,14 @@
-"""Per-source-line stall samples from Nsight Compute: run the variant under ncu, read the report.
+"""Per-source-line stall samples from Nsight Compute: run a driver under ncu, read the report.
 
-The worker starts ``ncu`` on a tiny driver (this module run as ``python -m``) that compiles the
-variant, binds fresh inputs and launches it; ncu profiles the first launch of the kernel with
-the ``SourceCounters`` and ``WarpStateStats`` sections and ``--clock-control none`` (the clocks of
-a shared GPU are never locked). The report is read with ``ncu_report`` (the Nsight Compute
+The worker starts ``ncu`` on a tiny driver (:mod:`jupyter_ktune.runner.profile` run as
+``python -m``) that compiles the variant with its backend, binds fresh inputs and launches it;
+ncu profiles the first launch of the kernel with the ``SourceCounters`` and ``WarpStateStats``
+sections and ``--clock-control none`` (the clocks of a shared GPU are never locked). The report is read with ``ncu_report`` (the Nsight Compute
 install's ``extras/python``, or the ``ncu-report`` wheel, which reads reports without a GPU):
-per SASS PC, the warp-state samples and their stall reasons, mapped to source lines. CUDA cells
-are compiled behind ``#line N "cell"`` and Triton cells from a module file whose lines are the
-cell's, so the line numbers are cell lines as they come.
+per SASS PC, the warp-state samples and their stall reasons, mapped to source lines. Each backend
+names the file whose lines are cell lines (``line_file``: ``cell`` for CUDA C++, behind ``#line
+N "cell"``; the module file of a Triton cell), so the line numbers are cell lines as they come.
+Nothing here knows a backend.
 
 Where ncu is missing or cannot read the counters (gVisor-style sandboxes, a locked-down driver),
 :func:`ncu_status` says why and the caller keeps the scope breakdown alone.
@@ -20,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -113,10 +113,9 @@ def action_lines(action: Any, keep_file: Callable[[str], bool]) -> dict[int, dic
     return out
 
 
-def cell_file_filter(backend: str, cell_file: str | None = None) -> Callable[[str], bool]:
-    """Which source files are the cell: ``cell`` for CUDA C++, the cell's module for Python."""
-    if backend == "cuda":
-        return lambda f: Path(f).name == "cell"
+def cell_file_filter(cell_file: str | None = None) -> Callable[[str], bool]:
+    """Which source files are the cell: the file the backend named (its ``line_file``, e.g.
+    ``cell`` for CUDA C++), else any file with ``ktune`` in its name (a cached cell module)."""
     if cell_file:
         return lambda f: Path(f).name == Path(cell_file).name
     return lambda f: "ktune" in Path(f).name
@@ -170,37 +169,26 @@ def ncu_command(ncu: str, out: str, kernel: str, argv: list[str],
             *what, *argv]
 
 
-def _run_under_ncu(spec: Any, config: Any, ncu_args: list[str], timeout: float
-                   ) -> tuple[str, Path]:
-    """Profile the variant's first launch under ncu with ``ncu_args``; the report's path."""
-    import cloudpickle
+def run_under_ncu(kernel: str, argv: list[str], ncu_args: list[str], folder: Path,
+                  timeout: float) -> str:
+    """Run ``argv`` (a driver that launches the kernel once) under ncu; the report's path.
 
+    The driver is the caller's (:mod:`jupyter_ktune.runner.profile` compiles the variant with
+    its backend): this module only knows ncu, so it imports no backend.
+    """
     why = ncu_status()
     if why:
         raise RuntimeError(f"[ktune] {why}")
-    folder = Path(tempfile.mkdtemp(prefix="ktune-ncu-"))
-    job = folder / "job.pkl"
-    job.write_bytes(cloudpickle.dumps((spec, dict(config))))
     out = str(folder / "report")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    cmd = ncu_command(find_ncu() or "ncu", out, spec.name,
-                      [sys.executable, "-m", "jupyter_ktune.measure.profile_ncu", str(job)],
-                      what=ncu_args)
+    cmd = ncu_command(find_ncu() or "ncu", out, kernel, argv, what=ncu_args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                           check=False)
     rep = out + ".ncu-rep"
     if not os.path.exists(rep):
         tail = (proc.stdout + proc.stderr)[-1500:]
         raise RuntimeError(f"[ktune] ncu wrote no report (exit {proc.returncode}):\n{tail}")
-    return rep, folder
-
-
-def profile_ncu(spec: Any, config: Any, timeout: float = 120.0) -> Breakdown:
-    """Run the variant under ncu in a subprocess and return its per-line samples (worker side)."""
-    rep, folder = _run_under_ncu(spec, config, line_sampling_args(), timeout)
-    cell_file = (folder / "cell_file.txt").read_text().strip() \
-        if (folder / "cell_file.txt").exists() else None
-    return read_report(rep, spec.name, cell_file_filter(spec.backend, cell_file))
+    return rep
 
 
 #: Shared-memory traffic of a kernel: instructions, wavefronts, and the excess wavefronts that
@@ -214,44 +202,25 @@ SHARED_METRICS = ("smsp__sass_inst_executed_op_shared_ld.sum",
                   "gpu__time_duration.sum")
 
 
-def ncu_metrics(spec: Any, config: Any, metrics: tuple[str, ...] = SHARED_METRICS,
-                timeout: float = 120.0) -> dict[str, float | None]:
-    """Named ncu metrics of the variant's first launch (worker side); None where ncu had none.
+def report_metrics(path: str | os.PathLike[str], kernel: str,
+                   metrics: tuple[str, ...] = SHARED_METRICS) -> dict[str, float | None]:
+    """Named metrics of the first action of ``kernel`` in an ``.ncu-rep``; None where absent.
 
     Used for the bank-conflict counts of the swizzle example: one ncu pass, clocks free-running.
     """
     ncu_report = import_ncu_report()
-    rep, _ = _run_under_ncu(spec, config, ["--metrics", ",".join(metrics)], timeout)
-    ctx = ncu_report.load_report(rep)
+    ctx = ncu_report.load_report(str(path))
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             act = rng.action_by_idx(a)
-            if act.name().startswith(spec.name):
+            if act.name().startswith(kernel):
                 out: dict[str, float | None] = {}
                 for m in metrics:
                     v = act.metric_by_name(m)
                     out[m] = float(v.as_double()) if v is not None else None
                 return out
-    raise ValueError(f"[ktune] the ncu report has no kernel named {spec.name!r}")
-
-
-def _drive(job: str) -> None:
-    """Inside ncu: compile the variant, bind fresh inputs, launch once and wait."""
-    import cloudpickle
-
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.space import Config
-
-    spec, config = cloudpickle.loads(Path(job).read_bytes())
-    variant = get_backend(spec.backend).compile(spec, Config(config))
-    bound = variant.bind(spec.inputs())
-    bound.launch()
-    bound.read_outputs()
-    kernel = getattr(variant, "kernel", None)
-    path = getattr(getattr(kernel, "fn", None), "__code__", None)
-    if path is not None:
-        Path(job).with_name("cell_file.txt").write_text(path.co_filename)
+    raise ValueError(f"[ktune] the ncu report has no kernel named {kernel!r}")
 
 
 def lines_for_editor(bd: Breakdown) -> Mapping[int, Mapping[str, Any]]:
@@ -259,6 +228,3 @@ def lines_for_editor(bd: Breakdown) -> Mapping[int, Mapping[str, Any]]:
     return {int(k): {"samples": int(v["samples"]), "stalls": dict(v["stalls"])}
             for k, v in bd.lines.items()}
 
-
-if __name__ == "__main__":
-    _drive(sys.argv[1])

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import Backend, DeviceInfo
+from jupyter_ktune.backends.base import Backend, DeviceInfo, limits_for
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.measure.clocks import read_clocks
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
@@ -74,14 +74,6 @@ class FatalDeviceError(Exception):
         self.result = result
 
 
-def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, int]:
-    """Device limits usable in ``require`` lines; the sm_90 values when no device is here."""
-    limits = {"SMEM_PER_BLOCK": 232448, "SMEM_PER_SM": 233472, "SM_COUNT": 132,
-              "L2_BYTES": 50 << 20, "MAX_THREADS_PER_BLOCK": 1024, "REGS_PER_SM": 65536}
-    limits.update(device.limits)
-    return limits
-
-
 def _static(backend: Backend, spec: KernelSpec,
             config: Config) -> tuple[Any, CompileFailure | None]:
     try:
@@ -94,7 +86,7 @@ def _static(backend: Backend, spec: KernelSpec,
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
 
 
-def _inputs(spec: KernelSpec, config: Config,
+def checked_inputs(spec: KernelSpec, config: Config,
             drawn: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the inputs function (or take ``drawn``, a set it made ahead) and check the set."""
     if spec.inputs is None:
@@ -122,7 +114,7 @@ def _inputs(spec: KernelSpec, config: Config,
 def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
     """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
     the set is host-only, the next one is started in the helper process at once."""
-    args = _inputs(spec, config, _ahead.take(io))
+    args = checked_inputs(spec, config, _ahead.take(io))
     if host_only(args):
         _ahead.start(io, spec.inputs)
     return args
@@ -336,44 +328,20 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
 
 
+def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
+    """Take a static report compiled ahead (by a sweep's pool) so the run does not recompile it.
+
+    Returns False when this worker already has (or is building) one for the variant.
+    """
+    key = (source_hash, arch, config)
+    if key in _statics:
+        return False
+    done: Future = Future()
+    done.set_result((static, None))
+    _statics[key] = done
+    return True
+
+
 def device_info(backend_name: str) -> DeviceInfo:
     """Return the backend's device description (worker side)."""
     return get_backend(backend_name).device()
-
-
-def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> Any:
-    """Cycle breakdown of one variant (worker side): its scopes, or with ``lines`` ncu's samples.
-
-    Returns a :class:`~jupyter_ktune.measure.breakdown.Breakdown`; raises with the reason when
-    this backend or machine cannot produce one (the worker answers it as an error). Pallas has
-    scopes only on Mosaic GPU (Hopper); its other lowerings raise CannotRun saying so.
-    """
-    from jupyter_ktune.measure import profile_ncu
-    from jupyter_ktune.measure.breakdown import Breakdown
-
-    backend = get_backend(spec.backend)
-    device = backend.device()
-    if not device.available:
-        raise CannotRun(f"[ktune] no cycle breakdown here: {device.reason}")
-    if lines:
-        why = profile_ncu.ncu_status()
-        if why:
-            return Breakdown.lines_only(spec.name, {}, "ncu", notes=(why,))
-        return profile_ncu.profile_ncu(spec, config)
-    if spec.backend == "pallas":  # Mosaic GPU's profiler; other lowerings: CannotRun, why
-        from jupyter_ktune.measure.profile_mosaic import mosaic_lowering, profile_pallas
-
-        lowering = mosaic_lowering(spec)
-        return profile_pallas(spec, config, _inputs(spec, config), lowering)
-    host_args = _inputs(spec, config)
-    if spec.backend == "cuda":
-        from jupyter_ktune.measure.profile_cuda import profile_cuda
-
-        return profile_cuda(spec, config, host_args)[0]
-    if spec.backend == "triton":
-        from jupyter_ktune.measure.profile_proton import profile_triton
-
-        bound = backend.compile(spec, config).bind(host_args)
-        return profile_triton(bound, spec.name, math.prod(bound.launch_info()["grid"]))
-    raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend}: scopes exist "
-                    "for cuda (KT_SCOPE), triton (Proton) and pallas on Mosaic GPU")

@@ -33,9 +33,9 @@ def _handle(msg: tuple) -> tuple:
         FatalDeviceError,
         compile_variant,
         device_info,
-        profile_variant,
         run_variant,
     )
+    from jupyter_ktune.runner.profile import profile_variant
 
     kind = msg[0]
     if kind == "ping":

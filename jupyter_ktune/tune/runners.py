@@ -144,15 +144,9 @@ def close_pools() -> None:
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
     """Worker-side: take a precompiled static report so the run does not recompile it."""
-    from jupyter_ktune.runner import execute
+    from jupyter_ktune.runner.execute import seed_static as seed
 
-    key = (source_hash, arch, config)
-    if key in execute._statics:
-        return False
-    done: Future = Future()
-    done.set_result((static, None))
-    execute._statics[key] = done
-    return True
+    return seed(source_hash, arch, config, static)
 
 
 class LocalRunner:

@@ -22,10 +22,10 @@ from typing import Any
 
 import cloudpickle
 
+from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.errors import CompileFailure
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.runner.execute import limits_for
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import search

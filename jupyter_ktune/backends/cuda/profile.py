@@ -13,12 +13,22 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cuda.launch import CudaVariant
+from jupyter_ktune.backends.cuda.source import (
+    device_source,
+    include_dir,
+    macro_defines,
+    name_expression,
+    parse_signature,
+)
 from jupyter_ktune.measure.breakdown import Breakdown, pair_edges
+from jupyter_ktune.measure.clocks import read_clocks
 
 HEADER_WORDS = 12
 MAGIC = 0x4B54
@@ -212,22 +222,13 @@ def _pairs(tag: np.ndarray, is_end: np.ndarray, cyc: np.ndarray
 
 
 # -- worker side (CuPy, a GPU) -----------------------------------------------------------------
-def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling) -> tuple[Any, Any]:
+def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
+                         limits: Mapping[str, int]) -> tuple[CudaVariant, Any]:
     """NVRTC-build the variant with ``-DKT_PROFILE`` and the sampling macros.
 
     Returns ``(variant, module)``; the module gives the ``kt_profile_out`` pointer.
     """
     import cupy
-
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.backends.cuda import CudaVariant
-    from jupyter_ktune.backends.cuda_source import (
-        device_source,
-        include_dir,
-        macro_defines,
-        name_expression,
-        parse_signature,
-    )
 
     sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
@@ -237,26 +238,26 @@ def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling) -> tup
                *(f"-D{k}={v}" for k, v in defines.items()))
     module = cupy.RawModule(code=device_source(spec), options=options, name_expressions=[expr])
     fn = module.get_function(expr)
-    return CudaVariant(spec, sig, cxx, fn, expr, get_backend("cuda").device().limits), module
+    return CudaVariant(spec, sig, cxx, fn, expr, limits), module
 
 
-def profile_cuda(spec: Any, config: Any, host_args: dict[str, Any],
+def profile_cuda(backend: Any, spec: Any, config: Any, host_args: dict[str, Any],
                  max_blocks: int = 64, warps: int = 4, events: int = 256,
                  ) -> tuple[Breakdown, np.ndarray, ScopeSampling]:
-    """Trace one launch of the variant; returns the breakdown, the raw buffer and the sampling."""
-    import cupy
+    """Trace one launch of the variant; returns the breakdown, the raw buffer and the sampling.
 
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.measure.clocks import read_clocks
+    ``backend`` is the CUDA backend (it compiles the plain variant and knows the device limits).
+    """
+    import cupy
 
     if not uses_scopes(spec.source):
         raise ValueError("[ktune] the cell has no KT_SCOPE: add KT_PROFILE_KERNEL(); as the "
                          "kernel's first statement and KT_SCOPE(\"load\"); in the blocks to time")
-    plain = get_backend("cuda").compile(spec, config).bind(host_args)
+    plain = backend.compile(spec, config).bind(host_args)
     blocks = math.prod(plain.grid)
     sampling = ScopeSampling.for_launch(blocks, math.ceil(math.prod(plain.block) / 32),
                                         max_blocks, warps, events)
-    variant, module = instrumented_variant(spec, config, sampling)
+    variant, module = instrumented_variant(spec, config, sampling, backend.device().limits)
     bound = variant.bind(host_args)
     buf = cupy.zeros(sampling.buffer_words, dtype=cupy.uint32)
     ptr = module.get_global("kt_profile_out")

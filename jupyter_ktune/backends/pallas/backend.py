@@ -46,32 +46,20 @@ and a tracing or lowering error is a compile error on the line of the innermost 
 
 Timing: on a GPU, CUPTI kernel records through ``jax.experimental.mosaic.gpu.profiler.measure``
 with an L2 flush before each call; in interpret mode the host clock, labelled as such (see
-:mod:`jupyter_ktune.backends.pallas_timing`). JAX is imported only in the worker.
+:mod:`.timing`). JAX is imported only in the worker.
 """
-
 from __future__ import annotations
 
 import ast
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
-from jupyter_ktune.backends.base import DeviceInfo
-from jupyter_ktune.backends.pallas_cell import (
-    DEFAULT_LOWERINGS as DEFAULT_LOWERINGS,
-)
-from jupyter_ktune.backends.pallas_cell import (
-    LOWERINGS as LOWERINGS,
-)
-from jupyter_ktune.backends.pallas_cell import (
-    Target as Target,
-)
-from jupyter_ktune.backends.pallas_cell import (
-    call_names,
+from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.pallas.cell import (
+    Target,
     cell_failure,
     cell_lowerings,
     choose_lowering,
@@ -80,114 +68,13 @@ from jupyter_ktune.backends.pallas_cell import (
     load_cell,
     parse_cell_source,
 )
-from jupyter_ktune.backends.pallas_timing import PallasStatic, host_timer, make_gpu_timer
+from jupyter_ktune.backends.pallas.launch import PallasVariant
+from jupyter_ktune.backends.pallas.profile import mosaic_lowering, profile_pallas
+from jupyter_ktune.backends.pallas.timing import PallasStatic, host_timer, make_gpu_timer
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
+from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-
-__all__ = ["BACKEND", "DEFAULT_LOWERINGS", "LOWERINGS", "PallasBackend", "Target",
-           "choose_lowering", "detect_target"]
-
-
-class PallasVariant:
-    """The cell's callable for one config, jitted, and (when inputs are known) compiled."""
-
-    def __init__(self, spec: KernelSpec, lowering: str, fn: Callable[..., Any], path: Path):
-        self.spec, self.lowering, self.fn, self.path = spec, lowering, fn, path
-        self._jitted: dict[tuple, Any] = {}
-        self.compiled: dict[tuple, Any] = {}  # (names, kinds, shapes) -> jax Compiled
-        self.lowered: Any = None
-
-    def prepare(self, host_args: Mapping[str, Any]) -> tuple[Any, Any, tuple[str, ...]]:
-        """Return the compiled executable, the jitted function and the array inputs' names."""
-        import jax
-
-        names, by_name = call_names(self.fn, host_args, self.spec.outputs)
-        arrays = tuple(n for n in names if isinstance(host_args[n], np.ndarray))
-        statics = {n: host_args[n] for n in names if n not in arrays}
-        key = (names, by_name, tuple(sorted((k, repr(v)) for k, v in statics.items())))
-        if key not in self._jitted:
-            fn = self.fn
-
-            def call(*xs: Any) -> Any:
-                if by_name:
-                    return fn(**dict(zip(arrays, xs, strict=True)), **statics)
-                return fn(*xs)
-
-            self._jitted[key] = jax.jit(call)
-        jitted = self._jitted[key]
-        shapes = tuple((host_args[n].shape, host_args[n].dtype.str) for n in arrays)
-        ckey = (key, shapes)
-        if ckey not in self.compiled:
-            avals = [jax.ShapeDtypeStruct(host_args[n].shape, host_args[n].dtype) for n in arrays]
-            try:
-                self.lowered = jitted.lower(*avals)
-                self.compiled[ckey] = self.lowered.compile()
-            except CellError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - tracing/lowering errors -> cell line
-                raise cell_failure(exc, self.path) from None
-        return self.compiled[ckey], jitted, arrays
-
-    def bind(self, host_args: Mapping[str, Any]) -> PallasBound:
-        """Put the input arrays on the device and pick the compiled executable."""
-        try:
-            compiled, jitted, arrays = self.prepare(host_args)
-        except CompileFailure as exc:  # inputs of another shape than at compile time
-            raise CellError(str(exc).removeprefix("[ktune] "), line=exc.diagnostics[0].line
-                            if exc.diagnostics else None) from None
-        return PallasBound(self, compiled, jitted, [host_args[n] for n in arrays])
-
-
-class PallasBound:
-    """A compiled variant with its inputs on the device; outputs are what the call returns."""
-
-    def __init__(self, variant: PallasVariant, compiled: Any, jitted: Any,
-                 arrays: Sequence[np.ndarray]):
-        import jax
-
-        self._jax = jax
-        # call: the compiled executable; traceable: the same function, jitted, for timers that
-        # build a larger program around it (the L2 flush)
-        self.variant, self.call, self.traceable = variant, compiled, jitted
-        self.args = tuple(jax.device_put(np.asarray(a)) for a in arrays)
-        self._out: Any = None
-
-    def launch(self) -> None:
-        """Dispatch one call (asynchronous, like a kernel launch)."""
-        self._out = self.call(*self.args)
-
-    def launch_and_wait(self) -> None:
-        """One call, waited for: what a host clock can honestly bracket."""
-        self._jax.block_until_ready(self.call(*self.args))
-
-    def poison_outputs(self) -> None:
-        """Forget the last outputs, so a result is only ever read from a fresh call.
-
-        JAX outputs are new buffers, not arguments that could be pre-filled. In interpret mode
-        Pallas fills them with NaN before the kernel runs, so unwritten blocks show as
-        "never written"; on a GPU they start as whatever the allocator hands out.
-        """
-        self._out = None
-
-    def read_outputs(self) -> dict[str, np.ndarray]:
-        """Map the call's return values to the ``--out`` names, as host arrays."""
-        out = self._out
-        if out is None:
-            raise RuntimeError("[ktune] outputs read before a launch")
-        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        names = self.variant.spec.outputs
-        if len(outs) != len(names):
-            raise CellError(f"the kernel returned {len(outs)} array(s) but --out names "
-                            f"{len(names)} ({', '.join(names) or 'none'})", line=1,
-                            fix="Name one --out per returned array, in order.")
-        return {n: np.asarray(o) for n, o in zip(names, outs, strict=True)}
-
-    def launch_info(self) -> dict[str, Any]:
-        """Lowering and the input shapes of this binding."""
-        shapes = ", ".join(f"{tuple(a.shape)} {a.dtype}" for a in self.args)
-        v = self.variant
-        return {"lowering": v.lowering, "inputs": shapes, "kernel": v.spec.name}
 
 
 class PallasBackend:
@@ -335,6 +222,17 @@ class PallasBackend:
         return self.target.platform == "gpu" and any(
             w in text for w in ("illegal address", "illegal memory", "misaligned",
                                 "unspecified launch failure", "cuda_error_launch_failed"))
+
+
+    def profile_scopes(self, spec: KernelSpec, config: Config,
+                       inputs: Callable[[], dict[str, Any]]) -> Breakdown:
+        """Mosaic GPU's on-device profiler; other lowerings raise CannotRun saying why."""
+        lowering = mosaic_lowering(self.target, spec)  # before drawing inputs: it may refuse
+        return profile_pallas(self, spec, config, inputs(), lowering)
+
+    def line_file(self, variant: Variant) -> str | None:
+        """None: ncu's lines are those of the cached cell module (``ktune`` in its name)."""
+        return None
 
 
 BACKEND = PallasBackend()

@@ -33,8 +33,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from jupyter_ktune.backends.pallas.cell import (
+    Target,
+    cell_failure,
+    cell_lowerings,
+    cell_module_name,
+    choose_lowering,
+    failure_at,
+    load_cell,
+    parse_cell_source,
+)
+from jupyter_ktune.backends.pallas.launch import PallasVariant
 from jupyter_ktune.errors import CannotRun
 from jupyter_ktune.measure.breakdown import Breakdown, Event, pair_edges
+from jupyter_ktune.measure.clocks import read_clocks
 
 # Ranges (named-scope executions) per warpgroup that fit in the profiler's SMEM buffer: 4 u32
 # per range, so 128 ranges cost 2 KiB of shared memory per warpgroup. A cell that sets its own
@@ -108,20 +120,12 @@ def newest_trace(folder: str | os.PathLike[str]) -> Path:
 # -- profiling a Pallas cell ---------------------------------------------------------------------
 
 
-def mosaic_lowering(spec: Any) -> str:
+def mosaic_lowering(target: Target, spec: Any) -> str:
     """Return the cell's Pallas lowering here; raise CannotRun unless it is Mosaic GPU.
 
     Only Mosaic GPU has an on-device scope profiler; the reason names what would be needed, on
     one line (the notebook shows a worker error's first line).
     """
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.backends.pallas_cell import (
-        cell_lowerings,
-        choose_lowering,
-        parse_cell_source,
-    )
-
-    target = get_backend("pallas").target
     wanted = cell_lowerings(spec, parse_cell_source(spec))
     lowering = choose_lowering(wanted, target)  # CannotRun when the device offers none of them
     why = unprofilable_reason(lowering, wanted, target.name)
@@ -239,8 +243,8 @@ def profiling_params(profile_dir: str | os.PathLike[str], plgpu: Any, pl: Any = 
             pl.pallas_call = real_call
 
 
-def profile_pallas(spec: Any, config: Any, host_args: dict[str, Any], lowering: str,
-                   profile_space: int = PROFILE_SPACE) -> Breakdown:
+def profile_pallas(backend: Any, spec: Any, config: Any, host_args: dict[str, Any],
+                   lowering: str, profile_space: int = PROFILE_SPACE) -> Breakdown:
     """Trace one call of a Pallas-on-Mosaic-GPU variant with the Mosaic GPU profiler (worker).
 
     The plain variant is run a few times first so the SM clock has ramped. Then the cell is
@@ -253,17 +257,7 @@ def profile_pallas(spec: Any, config: Any, host_args: dict[str, Any], lowering: 
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.backends.pallas import PallasVariant
-    from jupyter_ktune.backends.pallas_cell import (
-        cell_failure,
-        cell_module_name,
-        failure_at,
-        load_cell,
-    )
-    from jupyter_ktune.measure.clocks import read_clocks
-
-    plain = get_backend("pallas").compile(spec, config).bind(host_args)
+    plain = backend.compile(spec, config).bind(host_args)
     for _ in range(3):
         plain.launch_and_wait()
     folder = Path(tempfile.mkdtemp(prefix="ktune-mosaic-"))

@@ -1,6 +1,6 @@
 """The Pallas cell as a module: device detection, lowering choice, loading, cell-line errors.
 
-See :mod:`jupyter_ktune.backends.pallas` for the cell contract. Nothing here imports JAX.
+See :mod:`jupyter_ktune.backends.pallas.backend` for the cell contract. Nothing here imports JAX.
 """
 
 from __future__ import annotations

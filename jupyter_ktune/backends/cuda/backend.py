@@ -1,0 +1,167 @@
+"""CUDA C++ backend: NVRTC through CuPy to run, nvcc for the static report on any machine.
+
+Runtime compilation always passes ``-lineinfo`` (so ncu and the per-line stall view can map SASS
+back to cell lines) and ``-I`` to the folder holding ``ktune.cuh``. The package: :mod:`.source`
+(the cell as C++), :mod:`.launch` (variant and binding), :mod:`.timer` (CuPy events, L2 flush),
+:mod:`.profile` (KT_SCOPE traces). CuPy is imported only inside the worker process: the notebook
+never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.cuda.launch import (
+    FALLBACK_BLOCK_NAMES,
+    CudaVariant,
+    static_block,
+)
+from jupyter_ktune.backends.cuda.profile import profile_cuda
+from jupyter_ktune.backends.cuda.source import (
+    CELL_FILE,
+    device_source,
+    include_dir,
+    macro_defines,
+    name_expression,
+    parse_diagnostics,
+    parse_signature,
+    static_source,
+)
+from jupyter_ktune.backends.cuda.timer import CupyTimer
+from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.measure.breakdown import Breakdown
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+# CUDA errors after which the context is unusable (sticky): the worker must restart.
+_STICKY = {700, 702, 710, 714, 715, 716, 717, 718, 719, 999}
+
+
+class CudaBackend:
+    """The ``--backend cuda`` implementation."""
+
+    name: ClassVar[str] = "cuda"
+
+    def check(self, spec: KernelSpec) -> None:
+        """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
+        parse_signature(spec)
+        if spec.grid is None:
+            raise CellError("the launch grid is not given", line=1,
+                            fix="Add: // ktune: grid = cdiv(n, BLOCK)  "
+                                "(or --grid on the magic line)")
+        if spec.block is None and not any(n in spec.space.names for n in FALLBACK_BLOCK_NAMES):
+            raise CellError("the block size is not given", line=1,
+                            fix="Add: // ktune: block = BLOCK  (or --block on the magic line)")
+
+    @cached_property
+    def _device(self) -> DeviceInfo:
+        try:
+            import cupy
+        except ImportError:
+            return DeviceInfo(False, "no CuPy", reason="CuPy is not installed, so CUDA C++ cannot "
+                              "run here (pip install cupy-cuda13x); the static report still works")
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # noqa: BLE001 - no driver / no device
+            count, why = 0, str(exc)
+        else:
+            why = "no CUDA device"
+        if count == 0:
+            return DeviceInfo(False, "CPU only", reason="no CUDA GPU here: CUDA C++ compiles "
+                              f"and shows its static report, but cannot run (CuPy: {why})")
+        from jupyter_ktune.measure.clocks import driver_version
+
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        limits = {"SMEM_PER_BLOCK": int(props["sharedMemPerBlockOptin"]),
+                  "SMEM_PER_SM": int(props["sharedMemPerMultiprocessor"]),
+                  "SM_COUNT": int(props["multiProcessorCount"]),
+                  "L2_BYTES": int(props["l2CacheSize"]),
+                  "MAX_THREADS_PER_BLOCK": int(props["maxThreadsPerBlock"]),
+                  "REGS_PER_SM": int(props["regsPerMultiprocessor"])}
+        return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
+                          limits=limits, driver=driver_version(),
+                          toolchain={"cupy": cupy.__version__,
+                                     "cuda_runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
+                                     "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))})
+
+    def device(self) -> DeviceInfo:
+        """Describe the CUDA device (queried once, then cached)."""
+        return self._device
+
+    def static_report(self, spec: KernelSpec, config: Config) -> Any:
+        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
+        from jupyter_ktune.measure.static import CompileError, compile_static
+
+        sig = parse_signature(spec)
+        cxx = spec.space.cxx_env(config)
+        src = static_source(spec, sig, cxx)
+        key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
+        folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{spec.name}-{key}.cu"
+        path.write_text(src)
+        try:
+            return compile_static(path, arch=spec.options.arch,
+                                  defines=macro_defines(spec, sig, cxx),
+                                  include_dirs=[include_dir()], extra_flags=("-std=c++17",),
+                                  threads_per_block=static_block(spec, cxx))
+        except CompileError as exc:
+            raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(exc.log)) from None
+
+    def compile(self, spec: KernelSpec, config: Config) -> CudaVariant:
+        """NVRTC-compile and load the variant (worker only)."""
+        import cupy
+
+        sig = parse_signature(spec)
+        cxx = spec.space.cxx_env(config)
+        expr = name_expression(spec, sig, cxx)
+        options = ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
+                   *(f"-D{k}={v}" for k, v in macro_defines(spec, sig, cxx).items()))
+        try:
+            module = cupy.RawModule(code=device_source(spec), options=options,
+                                    name_expressions=[expr])
+            fn = module.get_function(expr)
+            fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
+        except cupy.cuda.compiler.CompileException as exc:
+            log = exc.get_message()
+            raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(log)) from None
+        return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits)
+
+    def timer(self) -> CupyTimer:
+        """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
+        return self._timer
+
+    @cached_property
+    def _timer(self) -> CupyTimer:
+        l2 = self.device().limits.get("L2_BYTES", 0)
+        return CupyTimer(max(256 << 20, 4 * l2), self.device().limits.get("SM_COUNT", 132))
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        """Return True for sticky CUDA errors (by status or message): the context is unusable."""
+        status = getattr(exc, "status", None)
+        if status in _STICKY:
+            return True
+        text = str(exc).lower()
+        return any(w in text
+                   for w in ("illegal", "misaligned", "launch failed", "unspecified launch"))
+
+    def profile_scopes(self, spec: KernelSpec, config: Config,
+                       inputs: Callable[[], dict[str, Any]]) -> Breakdown:
+        """Trace one launch of the KT_SCOPE-instrumented variant (see :mod:`.profile`)."""
+        return profile_cuda(self, spec, config, inputs())[0]
+
+    def line_file(self, variant: Variant) -> str | None:
+        """The cell is compiled behind ``#line N "cell"``: ncu names its lines' file so."""
+        return CELL_FILE
+
+
+BACKEND = CudaBackend()

@@ -1,0 +1,150 @@
+"""A CUDA C++ variant loaded on the device, and its binding to one set of arguments.
+
+The grid, block and dynamic shared memory come from the cell's expressions evaluated over the
+config and the inputs; resource limits are checked before a launch, so a variant that cannot
+launch is "out of resources" with the numbers, not a CUDA error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from jupyter_ktune.backends.cuda.source import KernelSignature
+from jupyter_ktune.errors import CellError, OutOfResources
+from jupyter_ktune.measure.verify import poison, poison_bits
+from jupyter_ktune.spec import KernelSpec
+
+#: Tunables taken as the block size when the cell gives no ``block =`` line.
+FALLBACK_BLOCK_NAMES = ("BLOCK", "BLOCK_SIZE", "THREADS")
+
+
+def dim3(value: Any, what: str, spec: KernelSpec) -> tuple[int, int, int]:
+    expr = getattr(spec, what)
+    vals = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    try:
+        ints = tuple(int(v) for v in vals)
+    except (TypeError, ValueError):
+        raise CellError(f"{what} = {expr.text} gave {value!r}, not integers", line=expr.line,
+                        fix=f"Make {what} an int or a tuple of up to 3 ints.") from None
+    if not 1 <= len(ints) <= 3 or min(ints) < 1:
+        raise CellError(f"{what} = {expr.text} gave {ints}; each of up to 3 sizes must be >= 1",
+                        line=expr.line, fix="Check the expression for this config.")
+    return ints + (1,) * (3 - len(ints))  # type: ignore[return-value]
+
+def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
+    """Block size from the config alone, when it does not depend on the inputs (for occupancy)."""
+    try:
+        if spec.block is None:
+            return next((cxx[n] for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
+        return int(np.prod(dim3(spec.block(cxx), "block", spec)))
+    except CellError:
+        return None
+
+class CudaBound:
+    """A compiled kernel with its arguments on the device and its geometry resolved."""
+
+    def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any]):
+        import cupy
+
+        self._cupy = cupy
+        self.variant = variant
+        spec, sig = variant.spec, variant.sig
+        env: dict[str, Any] = dict(host_args)
+        env.update(variant.cxx)
+        self.grid = dim3(spec.grid(env), "grid", spec)  # type: ignore[misc]
+        self.block = dim3(spec.block(env), "block", spec) if spec.block else variant.default_block
+        self.smem = int(spec.smem(env)) if spec.smem else 0
+        self._check_resources()
+        self.outputs: dict[str, tuple[Any, np.dtype]] = {}
+        args = []
+        for p in sig.params:
+            if p.name not in host_args:
+                raise CellError(f"kernel parameter '{p.name}' has no value", line=sig.line,
+                                fix=f"Return '{p.name}' from the inputs function (it returned "
+                                f"{', '.join(host_args) or 'nothing'}).")
+            value = host_args[p.name]
+            if p.pointer:
+                if not isinstance(value, np.ndarray):
+                    raise CellError(f"kernel parameter '{p.name}' is a pointer but the inputs "
+                                    f"give a {type(value).__name__}", line=sig.line,
+                                    fix=f"Return a NumPy array for '{p.name}'.")
+                dev = self._to_device(value)
+                if p.name in spec.outputs:
+                    self.outputs[p.name] = (dev, value.dtype)
+                args.append(dev)
+            else:
+                t = p.scalar_type
+                if t is None:
+                    raise CellError(f"kernel parameter '{p.name}' has type '{p.ctype}', which "
+                                    "cannot be passed by value from Python", line=sig.line,
+                                    fix="Use int, unsigned, long long, size_t, float or double.")
+                args.append(t(value))
+        missing = [o for o in spec.outputs if o not in self.outputs]
+        if missing:
+            raise CellError(f"--out names '{missing[0]}', which is not a pointer parameter of "
+                            f"{spec.name}", line=1, fix="Name the kernel's output arrays in --out.")
+        self.args = tuple(args)
+
+    def _to_device(self, a: np.ndarray) -> Any:
+        try:
+            return self._cupy.asarray(a)
+        except (TypeError, ValueError):  # bfloat16 / fp8: move the raw bytes
+            return self._cupy.asarray(a.view(f"u{a.dtype.itemsize}"))
+
+    def _check_resources(self) -> None:
+        fn = self.variant.fn
+        threads = self.block[0] * self.block[1] * self.block[2]
+        cap = fn.max_threads_per_block
+        if threads > cap:
+            raise OutOfResources(f"block of {threads} threads, but this variant can launch at most "
+                                 f"{cap} ({fn.num_regs} registers per thread)")
+        if self.smem > 48 * 1024:
+            limit = self.variant.limits.get("SMEM_PER_BLOCK", 0)
+            if self.smem + fn.shared_size_bytes > limit:
+                raise OutOfResources(f"{self.smem + fn.shared_size_bytes} bytes of shared memory "
+                                     f"per block; the device allows {limit}")
+            fn.max_dynamic_shared_size_bytes = self.smem
+
+    def launch(self) -> None:
+        """Enqueue the kernel with this binding's grid, block and shared memory."""
+        self.variant.fn(self.grid, self.block, self.args, shared_mem=self.smem)
+
+    def poison_outputs(self) -> None:
+        """Fill the device outputs with the poison value of their dtype: a fill through an
+        integer view on the device; a host array copied over only where no such view exists."""
+        for dev, dtype in self.outputs.values():
+            bits = poison_bits(dtype)
+            if bits and dev.dtype.itemsize == bits[0] and dev.flags.c_contiguous:
+                dev.view(f"i{bits[0]}").fill(bits[1])
+                continue
+            host = np.empty(dev.shape, dtype=dtype)
+            poison(host)
+            dev.set(host.view(dev.dtype))
+
+    def read_outputs(self) -> dict[str, np.ndarray]:
+        """Copy the outputs back to the host, viewed as their declared dtypes."""
+        return {k: dev.get().view(dtype) for k, (dev, dtype) in self.outputs.items()}
+
+    def launch_info(self) -> dict[str, Any]:
+        """Return grid, block, shared memory and registers of this launch."""
+        fn = self.variant.fn
+        return {"grid": self.grid, "block": self.block, "dynamic_smem": self.smem,
+                "registers": fn.num_regs, "static_smem": fn.shared_size_bytes,
+                "local_bytes": fn.local_size_bytes, "kernel": self.variant.expr}
+
+class CudaVariant:
+    """One config compiled by NVRTC and loaded on the device."""
+
+    def __init__(self, spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int], fn: Any,
+                 expr: str, limits: Mapping[str, int]):
+        self.spec, self.sig, self.cxx, self.fn, self.expr = spec, sig, cxx, fn, expr
+        self.limits = limits
+        block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
+        self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
+
+    def bind(self, host_args: Mapping[str, Any]) -> CudaBound:
+        """Copy the arguments to the device and resolve the launch geometry."""
+        return CudaBound(self, host_args)

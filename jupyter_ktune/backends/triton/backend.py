@@ -1,0 +1,243 @@
+"""Triton backend: a ``@triton.jit`` kernel in a Python cell, run by Triton on the GPU or by its
+interpreter on the CPU, with an sm_90 static report compiled ahead of time on any machine.
+
+The cell::
+
+    %%kernel matmul --backend triton --inputs inputs --reference reference --out c
+    # ktune: BLOCK_M in pow2(16, 128); BLOCK_N in pow2(16, 128); num_warps in [4, 8]
+    # ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)
+    @triton.jit
+    def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr): ...
+
+Tunables are the kernel's ``tl.constexpr`` parameters plus the launch options ``num_warps``,
+``num_stages``, ``num_ctas`` and ``maxnreg``. The other parameters are matched by name to the
+inputs dict (arrays become device tensors, scalars pass as given). ``triton`` and
+``triton.language as tl`` are imported for the cell.
+
+This module is imported by the notebook process too (``check``), so it never imports triton at
+module level: Triton is imported inside the worker only, after :func:`choose_mode` has decided
+whether this machine runs the interpreter (``TRITON_INTERPRET`` must be set before that import).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any, ClassVar
+
+from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.triton import static as ts
+from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
+from jupyter_ktune.backends.triton.launch import TritonVariant
+from jupyter_ktune.backends.triton.module import (
+    choose_mode,
+    ensure_allocator,
+    import_failure,
+    load_module,
+    patch_interpreter_dot,
+)
+from jupyter_ktune.backends.triton.profile import profile_triton
+from jupyter_ktune.backends.triton.timer import TorchTimer
+from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.measure.breakdown import Breakdown
+from jupyter_ktune.measure.timing import HostClock
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
+_STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
+
+
+class TritonBackend:
+    """The ``--backend triton`` implementation."""
+
+    name: ClassVar[str] = "triton"
+
+    def __init__(self) -> None:
+        self._aot_lock = threading.Lock()
+        self._aot: dict[tuple, Any] = {}
+        self._arg_types: dict[tuple, tuple[dict[str, str], set[str]]] = {}
+
+    def check(self, spec: KernelSpec) -> None:
+        """Host-side checks (no triton import): see :func:`check_cell`."""
+        check_cell(spec)
+
+    @cached_property
+    def interpret(self) -> bool:
+        """Whether this worker runs Triton's interpreter (decided before importing triton)."""
+        interpret = choose_mode()
+        if interpret:
+            patch_interpreter_dot()
+        return interpret
+
+    @cached_property
+    def _device(self) -> DeviceInfo:
+        interpret = self.interpret
+        try:
+            import torch
+            import triton
+        except ImportError as exc:
+            return DeviceInfo(False, "no Triton", reason=f"the Triton backend needs triton and "
+                              f"torch (pip install triton torch): {exc}")
+        tools = {"triton": triton.__version__, "torch": torch.__version__}
+        if interpret:
+            return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools)
+        from jupyter_ktune.measure.clocks import driver_version
+
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        limits = {"SMEM_PER_BLOCK": int(getattr(p, "shared_memory_per_block_optin", 232448)),
+                  "SMEM_PER_SM": int(getattr(p, "shared_memory_per_multiprocessor", 233472)),
+                  "SM_COUNT": int(p.multi_processor_count),
+                  "L2_BYTES": int(getattr(p, "L2_cache_size", 50 << 20)),
+                  "MAX_THREADS_PER_BLOCK": int(getattr(p, "max_threads_per_block", 1024)),
+                  "REGS_PER_SM": int(getattr(p, "regs_per_multiprocessor", 65536))}
+        return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
+                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda})
+
+    def device(self) -> DeviceInfo:
+        """Describe the GPU, or the interpreter on a CPU machine."""
+        return self._device
+
+    def _module(self, spec: KernelSpec) -> Any:
+        self.interpret  # noqa: B018 - decide the mode before triton is imported
+        try:
+            return load_module(spec.source, spec.name, spec.body_line)
+        except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
+            raise import_failure(exc, "ktune_triton_") from None
+
+    def _aot_compile(self, spec: KernelSpec, config: Config) -> Any:
+        """Compile for ``spec.options.arch`` without a GPU; shared by the static report and
+        ``compile`` (one compile per variant and argument types).
+        """
+        sig = check_cell(spec)
+        module = self._module(spec)
+        kernel = getattr(module, spec.name)
+        if spec.inputs is None:
+            raise CellError("the static report needs --inputs to know the argument types",
+                            line=1, fix="Add --inputs make_inputs.")
+        cxx = spec.space.cxx_env(config)
+        types, aligned = self._argument_types(spec, sig, kernel, cxx)
+        constexprs = {p: cxx[p] if p in cxx else _default(kernel, p) for p in sig.constexprs}
+        options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}
+        key = (spec.source_hash, config, tuple(sorted(types.items())), tuple(sorted(aligned)),
+               spec.options.arch)
+        request = ts.AotRequest(module.__file__, spec.name, types, constexprs, frozenset(aligned),
+                                options, spec.options.arch, sig.def_lines)
+        with self._aot_lock:
+            if key not in self._aot:
+                self._aot[key] = (ts.run_in_subprocess(request) if self.interpret
+                                  else request.run())
+            out = self._aot[key]
+        if isinstance(out, CompileFailure):
+            raise out
+        return out
+
+    def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
+                        cxx: dict[str, int]) -> tuple[dict[str, str], set[str]]:
+        """Argument types and 16-byte alignment, from ONE call of the inputs function per cell.
+
+        Calling ``inputs()`` for every config made a sweep of a 4096^3 GEMM spend seconds per
+        variant generating arrays only to read their dtypes (bench/results/sweeps-h200).
+        Tunables are never runtime arguments of a Triton kernel (they are constexprs or launch
+        options), so the types do not depend on the config.
+        """
+        code = getattr(spec.inputs, "__code__", None)
+        key = (spec.source_hash, code.co_code if code else repr(spec.inputs),
+               repr(getattr(spec.inputs, "__defaults__", None)))
+        with self._aot_lock:
+            cached = self._arg_types.get(key)
+        if cached is not None:
+            return cached
+        host = dict(spec.inputs())
+        types, aligned = {}, set()
+        for p in sig.runtime:
+            value = host.get(p, cxx.get(p))
+            if value is None:
+                value = _default(kernel, p)
+            if value is None:
+                raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
+                                fix=f"Return '{p}' from the inputs function.")
+            types[p] = ts.arg_type(p, value)
+            if ts.divisible(value):
+                aligned.add(p)
+        with self._aot_lock:
+            self._arg_types[key] = (types, aligned)
+        return types, aligned
+
+    def static_report(self, spec: KernelSpec, config: Config) -> Any:
+        """Triton's own sm_90 compile (no GPU needed): registers, smem, SASS mix."""
+        compiled = self._aot_compile(spec, config)
+        warps = int(spec.space.cxx_env(config).get("num_warps", compiled.num_warps))
+        return ts.static_report(compiled, spec.options.arch, 32 * warps)
+
+    def compile(self, spec: KernelSpec, config: Config) -> TritonVariant:
+        """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
+        sig = check_cell(spec)
+        unsupported = [k for k in LAUNCH_OPTIONS if k in spec.space.names
+                       and k not in _supported_options()]
+        if unsupported:
+            k = unsupported[0]
+            raise CellError(f"this Triton ({_triton_version()}) has no launch option {k}",
+                            line=spec.space.param(k).line, fix="Remove the tunable.")
+        try:
+            self._aot_compile(spec, config)
+        except CellError:
+            pass  # a missing or odd argument: bind() reports it with the fix, as a run error
+        kernel = getattr(self._module(spec), spec.name)
+        if not self.interpret:
+            ensure_allocator()
+        return TritonVariant(spec, sig, kernel, config, "cpu" if self.interpret else "cuda")
+
+    def timer(self) -> Any:
+        """The host timer under the interpreter, torch CUDA events on a GPU."""
+        return self._timer
+
+    @cached_property
+    def _timer(self) -> Any:
+        if self.interpret:
+            return HostClock(INTERPRETER_TIMER, "no GPU: the Triton interpreter runs on the host")
+        limits = self.device().limits
+        return TorchTimer(max(256 << 20, 4 * limits.get("L2_BYTES", 0)),
+                          limits.get("SM_COUNT", 132))
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        """Sticky CUDA errors (by message) leave the context unusable."""
+        if self.interpret:
+            return False
+        return any(w in str(exc).lower() for w in _STICKY_WORDS)
+
+    def profile_scopes(self, spec: KernelSpec, config: Config,
+                       inputs: Callable[[], dict[str, Any]]) -> Breakdown:
+        """Trace one launch under Proton's instrumentation (see :mod:`.profile`)."""
+        bound = self.compile(spec, config).bind(inputs())
+        return profile_triton(bound, spec.name, math.prod(bound.launch_info()["grid"]))
+
+    def line_file(self, variant: Variant) -> str | None:
+        """The cached module file the kernel was imported from (its lines are cell lines)."""
+        code = getattr(getattr(getattr(variant, "kernel", None), "fn", None), "__code__", None)
+        return code.co_filename if code is not None else None
+
+
+def _default(kernel: Any, param: str) -> Any:
+    import inspect
+
+    fn = getattr(kernel, "fn", kernel)
+    p = inspect.signature(fn).parameters[param]
+    return None if p.default is inspect.Parameter.empty else p.default
+
+
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+def _supported_options() -> set[str]:
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    return set(CUDAOptions.__dataclass_fields__)
+
+
+BACKEND = TritonBackend()

@@ -1,0 +1,150 @@
+"""The worker side of a Triton cell before launch: interpreter or GPU, the module file.
+
+Triton reads kernel source with ``inspect``, so the cell is written to a real file (cached by
+its hash) and imported; :func:`choose_mode` decides whether this machine runs the interpreter,
+which must happen before ``import triton``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jupyter_ktune.errors import CompileFailure, Diagnostic
+
+# Line 1 of the module file stands for the %%kernel line, so file lines equal cell lines.
+_PRELUDE = "import triton; import triton.language as tl; from triton import cdiv  # ktune\n"
+_LOAD_LOCK = threading.Lock()
+
+
+def _gpu_visible() -> bool:
+    if os.environ.get("KTUNE_FORCE_INTERPRET") == "1":
+        return False
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return Path("/dev/nvidia0").exists() or (gpus.is_dir() and any(gpus.iterdir()))
+
+
+def choose_mode() -> bool:
+    """Set TRITON_INTERPRET=1 when no NVIDIA GPU is visible; True when interpreting.
+
+    Must run before ``import triton`` in the worker: Triton reads the variable then.
+    """
+    if "triton" not in sys.modules and not _gpu_visible():
+        os.environ["TRITON_INTERPRET"] = "1"
+    # Triton 3.9 warns that its fp-fusion default will change; keep 3.6's behaviour (enabled).
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+_allocator_set = False
+
+
+def ensure_allocator() -> None:
+    """Give Triton a device allocator once per worker (torch's caching allocator).
+
+    A kernel that builds tensor descriptors on the device (``tl.make_tensor_descriptor``, the
+    TMA path on Hopper) needs global scratch for them, which Triton asks ``triton.set_allocator``
+    for at launch; without one such a kernel fails with "no allocator was set". Kernels that
+    need no scratch never call it.
+    """
+    global _allocator_set
+    if _allocator_set:
+        return
+    import torch
+    import triton
+
+    setter = getattr(triton, "set_allocator", None)
+    if setter is not None:
+        setter(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    _allocator_set = True
+
+
+def _cache_dir() -> Path:
+    base = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
+    folder = base / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def load_module(source: str, name: str, body_line: int = 2) -> Any:
+    """Write ``source`` to a cached ``.py`` file keyed by its hash and import it.
+
+    Triton reads kernel source with ``inspect``, so it must live in a real file. The file's
+    first lines stand in for the magic line, so its line numbers are the cell's.
+    """
+    text = _PRELUDE + "\n" * (body_line - 2) + source + "\n"
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    modname = f"ktune_triton_{name}_{key}"
+    with _LOAD_LOCK:  # the static-report thread and the run may load the same cell at once
+        if modname in sys.modules:
+            return sys.modules[modname]
+        return _load(text, modname)
+
+
+def _load(text: str, modname: str) -> Any:
+    path = _cache_dir() / f"{modname}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[modname] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return module
+
+
+def import_failure(exc: BaseException, path_part: str) -> CompileFailure:
+    if isinstance(exc, SyntaxError):
+        return CompileFailure("triton (Python)", str(exc),
+                              [Diagnostic(exc.lineno, "error", f"SyntaxError: {exc.msg}")])
+    tb, line = exc.__traceback__, None
+    while tb is not None:  # the deepest frame in the cell's file names the line
+        if path_part in tb.tb_frame.f_code.co_filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return CompileFailure("triton (Python)", f"{type(exc).__name__}: {exc}",
+                          [Diagnostic(line, "error", f"{type(exc).__name__}: {exc}")])
+
+
+def patch_interpreter_dot() -> None:
+    """Make the interpreter's ``tl.dot`` right for bfloat16 operands.
+
+    The interpreter keeps bfloat16 as raw uint16 and multiplies those integers (seen in Triton
+    3.9: a 16x16 bf16 dot gave 1.9e10 for 8.2), so a bf16 GEMM could never verify on a CPU. The
+    operands are widened to float32 first, which is exact; other dtypes go through unchanged.
+    """
+    try:
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpreterBuilder
+    except ImportError:
+        return
+    original = InterpreterBuilder.create_dot
+    if getattr(original, "_ktune", False):
+        return
+
+    def widen(t: Any) -> Any:
+        if t.dtype.scalar == tl.bfloat16:
+            bits = t.data.astype(np.uint32) << np.uint32(16)
+            return type(t)(bits.view(np.float32), tl.float32)
+        return t
+
+    def create_dot(self: Any, a: Any, b: Any, *rest: Any, **kw: Any) -> Any:
+        return original(self, widen(a), widen(b), *rest, **kw)
+
+    create_dot._ktune = True  # type: ignore[attr-defined]
+    InterpreterBuilder.create_dot = create_dot

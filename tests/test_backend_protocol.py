@@ -1,0 +1,75 @@
+"""Every registered backend implements the protocol of jupyter_ktune/backends/base.py.
+
+The check is by name and parameter list, on the backend objects the registry hands out (the
+fake one included), so a backend that drops a method or renames a parameter fails here, not
+in the worker on a GPU. The optional profiling half is checked where a backend offers it, and
+exercised end to end (host side) through the fake.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from jupyter_ktune.backends import backend_names, get_backend
+from jupyter_ktune.backends.base import Backend, ScopeProfiler
+from jupyter_ktune.errors import CannotRun
+
+REQUIRED = ("check", "device", "static_report", "compile", "timer", "is_fatal")
+OPTIONAL = ("profile_scopes", "line_file")
+
+
+def _params(fn) -> list[str]:
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+def test_the_registry_lists_the_three_backends_and_the_fake() -> None:
+    assert {"cuda", "triton", "pallas", "fake"} <= set(backend_names())
+
+
+@pytest.mark.parametrize("name", ["cuda", "triton", "pallas", "fake"])
+def test_backend_has_every_required_method_with_the_protocol_parameters(name: str) -> None:
+    backend = get_backend(name)
+    assert backend.name == name
+    for method in REQUIRED:
+        assert callable(getattr(backend, method, None)), f"{name} lacks {method}"
+        assert _params(getattr(backend, method)) == _params(getattr(Backend, method)), method
+    for method in OPTIONAL:
+        if hasattr(backend, method):
+            assert _params(getattr(backend, method)) == _params(getattr(ScopeProfiler, method))
+
+
+@pytest.mark.parametrize("name", ["cuda", "triton", "pallas"])
+def test_builtin_backends_offer_the_profiling_half(name: str) -> None:
+    backend = get_backend(name)
+    assert all(callable(getattr(backend, m, None)) for m in OPTIONAL)
+
+
+def _fake_spec(src: str):
+    from jupyter_ktune.spec import parse_cell
+
+    ns = {"inputs": lambda: dict(x=np.random.rand(8), y=np.empty(8)),
+          "reference": lambda x, y: 2 * x}
+    return parse_cell("scale --backend fake --inputs inputs --reference reference --out y", src,
+                      ns)
+
+
+def test_profile_variant_uses_the_backends_profile_scopes(monkeypatch) -> None:
+    import ktune_fake_backend as fake
+
+    from jupyter_ktune.runner import profile
+
+    spec = _fake_spec("# scope: load\n# scope: store\ndef scale(x, y):\n    y[:] = 2 * x\n")
+    monkeypatch.setattr(profile, "get_backend", lambda name: fake.ProfilingFakeBackend())
+    bd = profile.profile_variant(spec, spec.space.config({}))
+    assert list(bd.scope) == ["load", "store"] and bd.source == "fake"
+
+
+def test_profile_variant_without_profile_scopes_says_which_backends_have_one() -> None:
+    from jupyter_ktune.runner.profile import profile_variant
+
+    spec = _fake_spec("def scale(x, y):\n    y[:] = 2 * x\n")
+    with pytest.raises(CannotRun, match="no scope profiler wired for --backend fake"):
+        profile_variant(spec, spec.space.config({}))
