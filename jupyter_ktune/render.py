@@ -6,9 +6,12 @@ Kept apart from the result types so those stay plain data that cross process bou
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.status import Status
+
+if TYPE_CHECKING:
+    from jupyter_ktune.results import RunResult
 
 _BADGE = {
     Status.OK: ("#1a7f37", "correct"),

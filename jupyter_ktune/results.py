@@ -12,31 +12,14 @@ Rendering lives in :mod:`jupyter_ktune.render`.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-
-class Status(str, enum.Enum):
-    """Outcome of one variant. Failures are values, shown greyed, never ``inf``."""
-
-    OK = "ok"
-    WRONG = "wrong result"
-    COMPILE_ERROR = "compile error"
-    OUT_OF_RESOURCES = "out of resources"
-    RUNTIME_ERROR = "runtime error"
-    CRASHED = "worker crashed"
-    TIMEOUT = "timed out"
-    CANNOT_RUN = "cannot run here"
-    NOT_ALLOWED = "not allowed"
-
-    @property
-    def failed(self) -> bool:
-        """True for every status that is not OK or CANNOT_RUN (a static-only result is fine)."""
-        return self not in (Status.OK, Status.CANNOT_RUN)
+from jupyter_ktune.render import run_result_html, run_result_text
+from jupyter_ktune.status import Status as Status
 
 
 @dataclass(frozen=True)
@@ -237,11 +220,7 @@ class RunResult:
         return self.measurement.timing.median_ms if self.measurement else None
 
     def _repr_html_(self) -> str:
-        from jupyter_ktune.render import run_result_html
-
         return run_result_html(self)
 
     def __repr__(self) -> str:
-        from jupyter_ktune.render import run_result_text
-
         return run_result_text(self)

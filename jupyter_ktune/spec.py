@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from jupyter_ktune.backends import backend_names
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Constraint, Param, Space, compile_expr, eval_expr
 
@@ -280,8 +281,6 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     except ValueError as exc:  # unbalanced quotes
         raise CellError(f"magic line: {exc}", line=1, fix="Balance the quotes.") from None
     args = _line_parser().parse_args(words)
-    from jupyter_ktune.backends import backend_names
-
     known = sorted(set(LANGS) | set(backend_names()))
     if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,

@@ -1,13 +1,14 @@
 """Per-source-line stall samples from Nsight Compute: run a driver under ncu, read the report.
 
-The worker starts ``ncu`` on a tiny driver (:mod:`jupyter_ktune.runner.profile` run as
-``python -m``) that compiles the variant with its backend, binds fresh inputs and launches it;
-ncu profiles the first launch of the kernel with the ``SourceCounters`` and ``WarpStateStats``
-sections and ``--clock-control none`` (the clocks of a shared GPU are never locked). The report is read with ``ncu_report`` (the Nsight Compute
-install's ``extras/python``, or the ``ncu-report`` wheel, which reads reports without a GPU):
-per SASS PC, the warp-state samples and their stall reasons, mapped to source lines. Each backend
-names the file whose lines are cell lines (``line_file``: ``cell`` for CUDA C++, behind ``#line
-N "cell"``; the module file of a Triton cell), so the line numbers are cell lines as they come.
+The worker starts ``ncu`` on a tiny driver (:mod:`jupyter_ktune.runner.profile` run as ``python
+-m``) that compiles the variant with its backend, binds fresh inputs and launches it; ncu profiles
+the first launch of the kernel with the ``SourceCounters`` and ``WarpStateStats`` sections and
+``--clock-control none`` (the clocks of a shared GPU are never locked). The report is read with
+``ncu_report`` (the Nsight Compute install's ``extras/python``, or the ``ncu-report`` wheel, which
+reads reports without a GPU): per SASS PC, the warp-state samples and their stall reasons, mapped
+to source lines. Each backend names the file whose lines are cell lines (``line_file``: ``cell``
+for CUDA C++, behind ``#line N "cell"``; the module file of a Triton cell), so the line numbers are
+cell lines as they come.
 Nothing here knows a backend.
 
 Where ncu is missing or cannot read the counters (gVisor-style sandboxes, a locked-down driver),

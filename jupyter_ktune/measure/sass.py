@@ -26,7 +26,7 @@ from pathlib import Path
 from jupyter_ktune.errors import PREFIX
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
-__all__ = ["SassMix", "parse_sass", "sass_mix"]
+__all__ = ["WGMMA_OPCODES", "SassMix", "category", "disassemble", "parse_sass", "sass_mix"]
 
 _CATEGORY_OPCODES: dict[str, tuple[str, ...]] = {
     "tensor_mma": ("HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA", "HGMMA", "QGMMA", "IGMMA",
@@ -56,7 +56,7 @@ _CATEGORY_OPCODES: dict[str, tuple[str, ...]] = {
     "nop": ("NOP",),
 }
 _CATEGORY_OF = {op: cat for cat, ops in _CATEGORY_OPCODES.items() for op in ops}
-_WGMMA = frozenset({"HGMMA", "QGMMA", "IGMMA", "BGMMA"})
+WGMMA_OPCODES = frozenset({"HGMMA", "QGMMA", "IGMMA", "BGMMA"})
 _INSN = re.compile(r"^\s*/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?"
                    r"(?P<op>[A-Z][A-Z0-9_]*)(?P<mods>(?:\.[\w]+)*)(?P<args>[^;]*);")
 _FUNCTION = re.compile(r"^\s*(?:Function : (?P<cuobjdump>\S+)|\.text\.(?P<nvdisasm>\S+):)\s*$")
@@ -96,7 +96,7 @@ class SassMix:
     @property
     def uses_wgmma(self) -> bool:
         """True for Hopper warpgroup MMA (``wgmma.mma_async`` -> HGMMA/QGMMA/IGMMA/BGMMA)."""
-        return any(self.opcodes.get(op, 0) for op in _WGMMA)
+        return any(self.opcodes.get(op, 0) for op in WGMMA_OPCODES)
 
     @property
     def uses_tma(self) -> bool:
@@ -163,7 +163,7 @@ def _mix(name: str, body: list[tuple[int, str, str, str]]) -> SassMix:
     for _, op, mods, _ in body:
         opcodes[op] += 1
         mnemonics[op + mods] += 1
-        categories[_category(op)] += 1
+        categories[category(op)] += 1
         if op in ("LDG", "STG"):
             width = next((_WIDTH_MODS[m] for m in mods.split(".") if m in _WIDTH_MODS), 32)
             (loads if op == "LDG" else stores)[width] += 1
@@ -173,13 +173,13 @@ def _mix(name: str, body: list[tuple[int, str, str, str]]) -> SassMix:
                    global_store_bits=dict(sorted(stores.items())))
 
 
-def _category(op: str) -> str:
+def category(op: str) -> str:
+    """The instruction class of a SASS opcode (``tensor``, ``memory``, ... or ``other``)."""
     if op in _CATEGORY_OF:
         return _CATEGORY_OF[op]
     if op.startswith("U") and _CATEGORY_OF.get(op[1:]) in ("integer", "move"):
         return _CATEGORY_OF[op[1:]]
     return "other"
-
 
 
 def sass_mix(cubin: bytes | Path) -> dict[str, SassMix]:
@@ -200,10 +200,11 @@ def sass_mix(cubin: bytes | Path) -> dict[str, SassMix]:
             path.write_bytes(cubin)
         else:
             path = Path(cubin)
-        return parse_sass(_disassemble(path))
+        return parse_sass(disassemble(path))
 
 
-def _disassemble(path: Path) -> str:
+def disassemble(path: Path) -> str:
+    """SASS text of a cubin: ``cuobjdump -sass``, or ``nvdisasm -c`` where only that exists."""
     try:
         cmd = [str(find_tool("cuobjdump")), "-sass", str(path)]
     except ToolNotFound:

@@ -33,7 +33,7 @@ from pathlib import Path
 from jupyter_ktune.errors import PREFIX, KtuneError
 from jupyter_ktune.measure.occupancy import Occupancy, occupancy
 from jupyter_ktune.measure.sass import SassMix as SassMix
-from jupyter_ktune.measure.sass import _disassemble
+from jupyter_ktune.measure.sass import disassemble
 from jupyter_ktune.measure.sass import parse_sass as parse_sass
 from jupyter_ktune.measure.sass import sass_mix as sass_mix
 from jupyter_ktune.measure.static_html import report_html
@@ -323,7 +323,7 @@ def compile_static(source_path: str | Path, *, arch: str = "sm_90",
         cubin = out.read_bytes()
         mixes, sass_error, versions = {}, "", {"nvcc": tool_version("nvcc")}
         try:
-            mixes = parse_sass(_disassemble(out))
+            mixes = parse_sass(disassemble(out))
             versions["disassembler"] = _disassembler_version()
         except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
             sass_error = str(exc)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from jupyter_ktune.measure.sass import _WGMMA, SassMix, _category
+from jupyter_ktune.measure.sass import WGMMA_OPCODES, SassMix, category
 
 if TYPE_CHECKING:
     from jupyter_ktune.measure.static import KernelStatic, StaticReport
@@ -54,7 +54,7 @@ def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
 def _highlights(mix: SassMix | None, error: str) -> list[str]:
     if mix is None:
         return [escape(error or "no SASS")]
-    gmma = sum(mix.opcodes.get(op, 0) for op in _WGMMA)
+    gmma = sum(mix.opcodes.get(op, 0) for op in WGMMA_OPCODES)
     if mix.uses_wgmma:
         out = [f"HGMMA/QGMMA (wgmma): {gmma}"]
     elif mix.uses_tensor_cores:
@@ -72,8 +72,8 @@ def _highlights(mix: SassMix | None, error: str) -> list[str]:
     return [*out, f"total: {mix.instructions}"]
 
 
-def _ops(mix: SassMix, category: str) -> list[str]:
-    return [op for op in mix.opcodes if _category(op) == category]
+def _ops(mix: SassMix, kind: str) -> list[str]:
+    return [op for op in mix.opcodes if category(op) == kind]
 
 
 def _bytes(n: int) -> str:

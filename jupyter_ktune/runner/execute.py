@@ -29,8 +29,8 @@ from jupyter_ktune.measure.verify import (
     zero_inputs,
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 

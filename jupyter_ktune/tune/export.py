@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.space import cxx_value
-from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.store import StoredResult
+
+if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
+    from jupyter_ktune.tune.report import TuneReport
 
 #: Triton launch options: keyword arguments of ``triton.Config``, not ``kwargs`` entries
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")

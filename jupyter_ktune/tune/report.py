@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.space import Config, Space
+from jupyter_ktune.tune.export import export as export_report
 from jupyter_ktune.tune.store import StoredResult
 
 
@@ -153,9 +154,7 @@ class TuneReport:
 
     def export(self, kind: str, **kw: Any) -> str:
         """Export the winner(s): ``"triton"``, ``"cpp"``, ``"pallas"`` or ``"kernel_tuner"``."""
-        from jupyter_ktune.tune.export import export
-
-        return export(self, kind, **kw)
+        return export_report(self, kind, **kw)
 
     def __repr__(self) -> str:
         return self.summary()

@@ -1,0 +1,193 @@
+"""The package's layering, read from its own imports (issue 14).
+
+Every module of ``jupyter_ktune`` is parsed with ``ast``; every import counts, including those
+inside functions (an import moved into a function to dodge a circle is still a circle). Only
+imports under ``if TYPE_CHECKING:`` are left out: they never run, so they order nothing.
+
+The rules:
+
+* ``measure/`` is what every backend shares; it imports no backend.
+* no private name (``_x``) of one module is imported or reached (``mod._x``) from another;
+* no import cycle between modules;
+* no module over 400 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_ktune"
+MAX_LINES = 400
+
+
+@dataclass
+class Module:
+    """One module: where it is, what it imports, which private names of others it uses."""
+
+    name: str
+    path: Path
+    lines: int
+    imports: dict[str, int] = field(default_factory=dict)  # target module -> first line
+    private: list[tuple[int, str]] = field(default_factory=list)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """All nodes except those under ``if TYPE_CHECKING:`` (its ``else`` branch runs)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def scan(root: Path = PACKAGE) -> dict[str, Module]:
+    """Parse every module under ``root`` into its imports and cross-module private uses."""
+    paths = sorted(root.rglob("*.py"))
+    names = {module_name(p, root): p for p in paths}
+    mods: dict[str, Module] = {}
+    for name, path in names.items():
+        text = path.read_text()
+        mod = Module(name, path, len(text.splitlines()))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        bound: dict[str, str] = {}  # local name -> module it is bound to
+
+        def add(target: str, line: int, mod: Module = mod) -> None:
+            while target and target not in names:  # an object of a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != mod.name:
+                mod.imports.setdefault(target, line)
+
+        for node in _runtime_nodes(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == root.name:
+                        add(a.name, node.lineno)
+                        bound[a.asname or a.name] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                if base.split(".")[0] != root.name:
+                    continue
+                for a in node.names:
+                    full = f"{base}.{a.name}"
+                    if full in names:
+                        add(full, node.lineno)
+                        bound[a.asname or a.name] = full
+                        continue
+                    add(base, node.lineno)
+                    if _private(a.name) and base != name:
+                        mod.private.append((node.lineno, f"from {base} import {a.name}"))
+        for node in _runtime_nodes(ast.parse(text)):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound and _private(node.attr)
+                    and bound[node.value.id] != name):
+                mod.private.append((node.lineno, f"{bound[node.value.id]}.{node.attr}"))
+        mods[name] = mod
+    return mods
+
+
+def cycles(mods: dict[str, Module]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in mods[v].imports:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(mods):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _where(mod: Module, line: int) -> str:
+    return f"{mod.path.relative_to(PACKAGE.parent)}:{line}"
+
+
+@pytest.fixture(scope="module")
+def mods() -> dict[str, Module]:
+    return scan()
+
+
+def test_the_scan_sees_the_package(mods) -> None:
+    # guards the checker itself: a scan that found nothing would pass every rule below
+    assert "jupyter_ktune.measure.timing" in mods and "jupyter_ktune.backends.base" in mods
+    assert "jupyter_ktune.measure.timing" in mods["jupyter_ktune.runner.execute"].imports
+    # an import inside a function counts (runner.worker imports execute in _handle)
+    assert "jupyter_ktune.runner.execute" in mods["jupyter_ktune.runner.worker"].imports
+
+
+def test_measure_imports_no_backend(mods) -> None:
+    bad = [f"{_where(m, line)}: {m.name} imports {t}" for m in mods.values()
+           if m.name.startswith("jupyter_ktune.measure")
+           for t, line in m.imports.items() if t.startswith("jupyter_ktune.backends")]
+    assert not bad, "measure/ is shared by every backend; move this code into the backend:\n" \
+        + "\n".join(bad)
+
+
+def test_no_private_name_crosses_a_module(mods) -> None:
+    bad = [f"{_where(m, line)}: {what}" for m in mods.values() for line, what in m.private]
+    assert not bad, "make the name public or move the code:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle(mods) -> None:
+    found = cycles(mods)
+    detail = []
+    for group in found:
+        for v in group:
+            detail += [f"  {_where(mods[v], line)}: {v} -> {t}"
+                       for t, line in mods[v].imports.items() if t in group]
+    assert not found, "import cycles:\n" + "\n".join(detail)
+
+
+def test_no_module_over_400_lines(mods) -> None:
+    big = [f"{m.path.relative_to(PACKAGE.parent)}: {m.lines} lines" for m in mods.values()
+           if m.lines > MAX_LINES]
+    assert not big, "split by concept:\n" + "\n".join(big)
