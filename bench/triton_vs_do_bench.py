@@ -1,7 +1,8 @@
 """GPU check of the Triton backend: the example GEMM at 4096^3 bf16 through the worker, against
 ``triton.testing.do_bench(return_mode="median")`` for the same config.
 
-Run on the H200 from the repository root: ``python bench/triton_gpu_check.py [SIZE]``.
+Run on the H200 from the repository root: ``python bench/triton_vs_do_bench.py [SIZE] [--json PATH]``
+(``--json`` defaults to ``triton_gpu_check.json`` in the current folder).
 Prints the device, both medians, their ratio, the static report's registers/SASS highlights and
 the extension's method line. do_bench *writes* its 256 MB flush buffer (``zero_``) while the
 extension reads one and subtracts the empty-kernel floor, so expect a few percent difference.
@@ -9,8 +10,8 @@ extension reads one and subtracts the empty-kernel floor, so expect a few percen
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import nbformat
@@ -20,7 +21,11 @@ from jupyter_ktune.api import run_kernel
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.spec import parse_cell
 
-SIZE = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+_ap = argparse.ArgumentParser(description="Triton backend against do_bench")
+_ap.add_argument("size", type=int, nargs="?", default=4096)
+_ap.add_argument("--json", type=Path, default=Path("triton_gpu_check.json"))
+ARGS = _ap.parse_args()  # at import: SIZE is the inputs' default and travels to the worker
+SIZE = ARGS.size
 NB = Path(__file__).parent.parent / "examples" / "matmul_triton.ipynb"
 CONFIGS = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
            dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
@@ -83,7 +88,7 @@ def main() -> None:
               f"{row['regs']!s:>5} {row['wgmma']}")
     print("device:", rows[0]["device"])
     print("method:", rows[0]["method"])
-    Path("triton_gpu_check.json").write_text(json.dumps(rows, indent=1, default=str))
+    ARGS.json.write_text(json.dumps(rows, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Run from the repository root on the GPU machine (jax[cuda] installed)::
 
-    PYTHONPATH=. python bench/pallas_gpu_check.py --size 4096
+    PYTHONPATH=. python bench/pallas_vs_profiler.py --size 4096
 
 For each %%kernel cell of ``examples/matmul_pallas.ipynb`` (the Triton-lowered ``matmul`` and the
 Mosaic GPU ``matmul_mgpu``) and a few configs, it prints the status, jupyter-ktune's median with

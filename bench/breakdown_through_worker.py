@@ -2,8 +2,8 @@
 
 Usage (from the project root; ``--check`` needs no GPU)::
 
-    PYTHONPATH=/tmp/site:$PWD python3 bench/breakdown_h200_check.py --out DIR
-    python bench/breakdown_h200_check.py --check
+    PYTHONPATH=/tmp/site:$PWD python3 bench/breakdown_through_worker.py --out DIR
+    python bench/breakdown_through_worker.py --check
 
 Every request goes the way the notebook's "Cycle breakdown" button sends it: a
 ``("profile", spec, config, lines)`` request to :class:`jupyter_ktune.runner.client.DeviceWorker`,

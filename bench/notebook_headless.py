@@ -1,6 +1,6 @@
 """Execute a notebook headless (nbclient) and print its text outputs: the magic end to end.
 
-    PYTHONPATH=. python3 bench/run_notebook.py examples/quickstart.ipynb --out DIR
+    PYTHONPATH=. python3 bench/notebook_headless.py examples/quickstart.ipynb --out DIR
 """
 
 from __future__ import annotations

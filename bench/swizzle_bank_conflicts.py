@@ -8,8 +8,8 @@ counts as bank conflicts. Next to them, the conflict degree that ``jupyter_ktune
 predicts for the column read (the access the swizzle exists for). Prints a table last and writes
 ``swizzle_banks.json`` into ``--out``.
 
-    python bench/swizzle_banks.py --out DIR [--n 8192]      # on a GPU with ncu
-    python bench/swizzle_banks.py --check                   # CPU: parse the cell, list configs
+    python bench/swizzle_bank_conflicts.py --out DIR [--n 8192]      # on a GPU with ncu
+    python bench/swizzle_bank_conflicts.py --check                   # CPU: parse the cell, list configs
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Probe: does CUPTI kernel tracing perturb the kernel it times? Events vs CUPTI, interleaved.
 
-    PYTHONPATH=/tmp/site:. python3 bench/probe_kernel_clock.py
+    PYTHONPATH=/tmp/site:. python3 bench/events_vs_cupti.py
 
 For a memory-bound kernel at two grid sizes and two block sizes, alternate four times between
 (A) CUDA events only and (B) CUPTI concurrent-kernel records (events recorded too), 60 runs
