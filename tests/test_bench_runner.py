@@ -20,14 +20,15 @@ STAMP = "2026-01-02-0304"
 
 
 @pytest.fixture
-def fakes(tmp_path):
+def fakes(tmp_path, monkeypatch):
     """A registry of three fake benchmarks: one that writes a JSON into its folder, one that
-    would sleep a minute, one that fails."""
+    would sleep a minute, one that fails. Output buffering is left to the runner to turn off."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     (tmp_path / "ok.py").write_text(
         "import sys, pathlib\nprint('hello from ok')\n"
         "pathlib.Path(sys.argv[1], 'result.json').write_text('{\"x\": 1}')\n")
     (tmp_path / "slow.py").write_text(
-        "import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('never')\n")
+        "import time\nprint('started')  # no flush: PYTHONUNBUFFERED keeps it\ntime.sleep(60)\nprint('never')\n")
     (tmp_path / "fail.py").write_text("import sys\nprint('failing')\nsys.exit(3)\n")
     return {"ok": run.Bench(str(tmp_path / "ok.py"), "{out}", 30, "does ok write?"),
             "slow": run.Bench(str(tmp_path / "slow.py"), "", 60, "does slow stop?"),
