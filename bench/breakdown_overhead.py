@@ -18,7 +18,7 @@ Parts, each independent (a failure is printed and the next part runs):
 4. ncu: the CUDA GEMM at 256^3 under ncu (SourceCounters, WarpStateStats, --clock-control none).
    Writes gemm_small.ncu-rep and the per-line result.
 
-Prints one JSON summary at the end (copied into bench/results/breakdown-h200/).
+Prints one JSON summary at the end (copied into bench/results/breakdown_overhead/).
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool
     return pairs
 
 
-def _timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
+def timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
                 kernel_clock: bool = False) -> tuple[list[float], list[float] | None]:
     """Event times for ``n`` runs and, when asked and possible, CUPTI kernel times."""
     if not kernel_clock:
@@ -243,12 +243,12 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     _spent.clear()
     launch()
     timer.synchronize()
-    estimate = float(np.median(_timed_runs(launch, timer, 5, flush)[0]))
+    estimate = float(np.median(timed_runs(launch, timer, 5, flush)[0]))
     # Each run also pays for its flush (about 65 us for 256 MiB on the H200): count it, or a
     # 20 us kernel would spend 4x its budget on flushes.
     per_run = max(estimate, 1e-4) + (_flush_ms(timer) if flush else 0.0)
     warmup = int(min(max(math.ceil(min(plan.warmup_ms, plan.budget_ms) / per_run), 1), 1000))
-    _timed_runs(launch, timer, warmup, flush)
+    timed_runs(launch, timer, warmup, flush)
     no_cupti = timer.kernel_clock() if plan.kernel_clock else "not requested"
     use_cupti = no_cupti is None
 
@@ -259,7 +259,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     spent_ms = 0.0
     while True:
         n = min(batch, plan.max_runs - len(times))
-        ev, kt = _timed_runs(launch, timer, n, flush, use_cupti)
+        ev, kt = timed_runs(launch, timer, n, flush, use_cupti)
         if use_cupti and kt is None:  # records lost: fall back for the whole measurement
             use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
         events.extend(ev)
@@ -273,7 +273,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
             break
 
-    floor_ms = float(np.median(_timed_runs(timer.empty_launch, timer, 51, flush)[0]))
+    floor_ms = float(np.median(timed_runs(timer.empty_launch, timer, 51, flush)[0]))
     # The floor holds the empty kernel's own run too, which the user's kernel also has: add
     # back its per-launch time from graph replay (back-to-back, no front-end gaps).
     empty_ms = _empty_graph_ms(timer) if plan.subtract_floor else None
