@@ -52,7 +52,7 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def interpreter_of(method: str) -> str | None:
-    """The interpreter a timing method names (``"Triton interpreter"``), None for device time.
+    """Return the interpreter a timing method names (``"Triton interpreter"``), else None.
 
     Examples
     --------
@@ -140,10 +140,10 @@ def decide(final: Sequence[StoredResult], seed: int = 0) -> Verdict | None:
 
 
 class StatusCounts(dict[str, int]):
-    """``TuneReport.counts``: a plain dict; calling it, as when it was a method, is deprecated (2026-12)."""
+    """``TuneReport.counts``: a plain dict; calling it as the old method is deprecated (2026-12)."""
 
     def __call__(self) -> StatusCounts:
-        """Deprecated: ``report.counts()`` is now ``report.counts``."""
+        """Return the counts with a DeprecationWarning: write ``report.counts``."""
         warnings.warn("TuneReport.counts is an attribute now: write report.counts, not "
                       "report.counts()", DeprecationWarning, stacklevel=2)
         return self
