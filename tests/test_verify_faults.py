@@ -57,3 +57,51 @@ def test_unwritten_and_nan_in_one_output_are_both_reported(worker):
     assert (check.unwritten, check.nonfinite) == (500, 1), check
     assert r.reason.startswith("y: 500 of 1000 elements never written (first at (500,)); "
                                "y: kernel wrote NaN/Inf at 1 elements (first at (3,))")
+
+
+CLOBBERS = """def scale(x, y, n):
+    y[:] = 2 * x
+    x[:10] = 0.0   # in place: the next run sees other inputs
+"""
+PAST_END = """def scale(x, y, n):
+    y[:] = 2 * x
+    np.lib.stride_tricks.as_strided(y, (n + 24,))[n:] = 7.0   # y + n ... y + n + 23
+"""
+BEFORE_START = """def scale(x, y, n):
+    y[:] = 2 * x
+    whole = y
+    while whole.base is not None:
+        whole = whole.base
+    at = (y.ctypes.data - whole.ctypes.data) // y.itemsize
+    whole[at - 5:at] = 3.0   # y - 5 ... y - 1
+"""
+
+
+def test_a_kernel_that_changes_an_input_is_named(worker):
+    r = run(worker, CLOBBERS)
+    assert r.status is Status.WRONG
+    assert r.verification.checks[0].passed  # the output itself is right
+    (change,) = r.verification.changed_inputs
+    assert (change.name, change.changed, change.size) == ("x", 10, 1000)
+    assert r.reason.startswith("the kernel changed input `x` (10 of 1000 elements): a kernel "
+                               "that writes its inputs makes timings and later runs wrong; "
+                               "write to an output or list it in --out")
+
+
+def test_writes_past_the_end_are_caught_in_the_guard(worker):
+    r = run(worker, PAST_END)
+    assert r.status is Status.WRONG and r.verification.checks[0].passed
+    assert r.reason.startswith("wrote 24 elements past the end of `y` (up to 24 past it)")
+
+
+def test_writes_before_the_start_are_caught_in_the_guard(worker):
+    r = run(worker, BEFORE_START)
+    assert r.status is Status.WRONG
+    assert r.reason.startswith("wrote 5 elements before the start of `y` (up to 5 before it)")
+
+
+def test_a_correct_kernel_passes_every_check(worker):
+    r = run(worker, "def scale(x, y, n):\n    y[:] = 2 * x\n")
+    assert r.status is Status.OK, r.reason
+    v = r.verification
+    assert v.passed and not v.guard_breaches and not v.changed_inputs and not v.notes

@@ -21,6 +21,7 @@ from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import Backend, DeviceInfo
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.measure.clocks import read_clocks
+from jupyter_ktune.measure.integrity import changed_inputs
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
 from jupyter_ktune.measure.verify import (
@@ -164,6 +165,8 @@ def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,
         return None
     bound.poison_outputs()
     bound.launch()
+    changed, notes = changed_inputs(bound, inputs or {}, spec.outputs)
+    breaches = tuple(bound.guard_breaches()) if hasattr(bound, "guard_breaches") else ()
     opt, poisoned = spec.options, _poisoned(spec, bound)
     tol = rule_for(opt.rtol, opt.atol, opt.reduction, flops,
                    sum(v.size for v in expected.values()))
@@ -185,7 +188,8 @@ def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,
         if judge_fn is not None:
             check = judged(check, judge_fn, host[name], expected[name])
         checks.append(check)
-    return Verification(checks=tuple(checks), trials=1)
+    return Verification(checks=tuple(checks), trials=1, guard_breaches=breaches,
+                        changed_inputs=changed, notes=notes)
 
 
 def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int],
