@@ -146,9 +146,21 @@ class Measurement:
                 "flops": self.flops, "bytes": self.bytes}
 
 
+def _g(x: float) -> str:
+    return f"{x:.2g}"
+
+
 @dataclass(frozen=True)
 class OutputCheck:
-    """Comparison of one output array against the reference."""
+    """Comparison of one output array against the reference.
+
+    ``rule`` is the rule that decided (``normwise``, ``per-element (user rtol/atol)``, ``exact``
+    or ``comparator``); for the normwise rule ``bound`` is the relative-L2 bound, ``elem_bound``
+    the per-element bound relative to ``max(|ref|, rms(ref))`` and ``why`` what they were built
+    from. ``mismatched`` counts elements beyond the per-element bound of the rule;
+    ``unwritten`` those still holding the poison, ``nonfinite`` NaN/Inf the kernel wrote where
+    the reference is finite.
+    """
 
     name: str
     passed: bool
@@ -162,39 +174,135 @@ class OutputCheck:
     size: int
     first_bad_index: tuple[int, ...] | None = None
     note: str = ""
+    rule: str = "per-element (user rtol/atol)"
+    bound: float = 0.0
+    elem_bound: float = 0.0
+    why: str = ""
+    nonfinite: int = 0
+    first_unwritten_index: tuple[int, ...] | None = None
+    first_nonfinite_index: tuple[int, ...] | None = None
+
+    def verdict(self) -> str:
+        """Which rule decided, with its figures: 'normwise rel-L2 3.1e-07 <= 0.0015 (...)'."""
+        if self.rule == "normwise":
+            op = "<=" if self.rel_l2_err <= self.bound else ">"
+            return (f"normwise rel-L2 {_g(self.rel_l2_err)} {op} {_g(self.bound)} "
+                    f"({self.why}; rule: normwise)")
+        if self.rule == "exact":
+            return "exact match (rule: exact, integer output)"
+        if self.rule == "comparator":
+            return f"rel-L2 {_g(self.rel_l2_err)} (rule: {self.why})"
+        return (f"rel-L2 {_g(self.rel_l2_err)}, |out - ref| <= {self.atol:g} + {self.rtol:g}"
+                "·|ref| (rule: per-element, user rtol/atol)")
+
+    def problems(self) -> list[str]:
+        """What is wrong with this output, most telling first (empty when it passed)."""
+        if self.passed:
+            return []
+        out = []
+        if self.unwritten and not self.note:
+            out.append(f"{self.name}: {self.unwritten} of {self.size} elements never written "
+                       f"(first at {self.first_unwritten_index})")
+        if self.nonfinite:
+            out.append(f"{self.name}: kernel wrote NaN/Inf at {self.nonfinite} elements (first "
+                       f"at {self.first_nonfinite_index})")
+        if self.note:
+            out.append(f"{self.name}: {self.note}")
+        off = self.mismatched - self.unwritten - self.nonfinite
+        if off > 0 or not out:
+            beyond = (f"beyond {_g(self.elem_bound)}·max(|ref|, rms(ref))" if
+                      self.rule == "normwise" else "off")
+            what = (f"{off} of {self.size} elements {beyond}, max abs err "
+                    f"{self.max_abs_err:.3g}, first at {self.first_bad_index}; " if off > 0
+                    else "")
+            out.append(f"{self.name}: {what}{self.verdict()}")
+        return out
+
+
+@dataclass(frozen=True)
+class GuardBreach:
+    """Writes the kernel made into the guard regions around one buffer (issue 15 item 5).
+
+    ``before``/``after``: guard elements changed before the start / past the end; ``reach_*``:
+    how far out the farthest changed element lies, in elements.
+    """
+
+    name: str
+    before: int = 0
+    after: int = 0
+    reach_before: int = 0
+    reach_after: int = 0
+
+    @property
+    def message(self) -> str:
+        """'wrote 24 elements past the end of `y` (up to 24 past it)', and/or before its start."""
+        parts = []
+        if self.after:
+            parts.append(f"wrote {self.after} elements past the end of `{self.name}` (up to "
+                         f"{self.reach_after} past it)")
+        if self.before:
+            parts.append(f"wrote {self.before} elements before the start of `{self.name}` (up "
+                         f"to {self.reach_before} before it)")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class InputChange:
+    """An input the verification run changed (issue 15 item 6)."""
+
+    name: str
+    changed: int
+    size: int
+
+    @property
+    def message(self) -> str:
+        """The one line naming the input and the fix."""
+        return (f"the kernel changed input `{self.name}` ({self.changed} of {self.size} "
+                "elements): a kernel that writes its inputs makes timings and later runs wrong; "
+                f"write to an output or list it in --out")
 
 
 @dataclass(frozen=True)
 class Verification:
-    """All outputs checked on fresh random inputs with poisoned outputs."""
+    """All outputs checked on fresh random inputs with poisoned outputs.
+
+    ``guard_breaches`` and ``changed_inputs`` are memory the kernel should not have written;
+    ``notes`` say what could not be checked (a backend without guard regions, say).
+    """
 
     checks: tuple[OutputCheck, ...]
     trials: int = 1
+    guard_breaches: tuple[GuardBreach, ...] = ()
+    changed_inputs: tuple[InputChange, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        """True when every output of every trial passed."""
-        return all(c.passed for c in self.checks)
+        """True when every output of every trial passed and no other memory was written."""
+        return (all(c.passed for c in self.checks) and not self.guard_breaches
+                and not self.changed_inputs)
 
     @property
     def max_abs_err(self) -> float:
         """Largest absolute error over all outputs."""
         return max((c.max_abs_err for c in self.checks), default=0.0)
 
+    def problems(self) -> list[str]:
+        """Everything wrong, out-of-bounds writes first (they can explain the rest)."""
+        out = [b.message for b in self.guard_breaches]
+        out += [c.message for c in self.changed_inputs]
+        for c in self.checks:
+            out += c.problems()
+        return out
+
     def summary(self) -> str:
-        """One line: 'correct (max abs err 3e-07)' or what went wrong first."""
-        bad = [c for c in self.checks if not c.passed]
-        if not bad:
-            return f"correct (max abs err {self.max_abs_err:.3g}, {self.trials} fresh input set(s))"
-        c = bad[0]
-        if c.unwritten:
-            return (f"{c.name}: {c.unwritten} of {c.size} elements never written "
-                    f"(first at {c.first_bad_index})")
-        if c.note:
-            return f"{c.name}: {c.note}"
-        return (f"{c.name}: {c.mismatched} of {c.size} elements off (max abs err "
-                f"{c.max_abs_err:.3g}, rtol {c.rtol:g}, atol {c.atol:g}, "
-                f"first at {c.first_bad_index})")
+        """One line: 'correct (max abs err 3e-07, y: normwise ...)' or what went wrong."""
+        problems = self.problems()
+        if not problems:
+            rules = "; ".join(f"{c.name}: {c.verdict()}" for c in self.checks)
+            return (f"correct (max abs err {self.max_abs_err:.3g}, {rules}, {self.trials} fresh "
+                    "input set(s))")
+        return "; ".join(problems)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class RunOptions:
     arch: str = "sm_90"
     rtol: float | None = None
     atol: float | None = None
+    reduction: int | None = None  # K of the normwise tolerance (--reduction), None: estimated
     static_only: bool = False
     panel: bool = True
     result_name: str | None = None  # notebook variable for the panel / result (-o, --name)
@@ -93,6 +94,7 @@ class KernelSpec:
     bytes: Expr | None = None
     inputs: Callable[..., Mapping[str, Any]] | None = None
     reference: Callable[..., Any] | None = None
+    compare: Callable[..., Any] | None = None  # --compare fn(out, ref) -> bool | (bool, str)
     outputs: tuple[str, ...] = ()
     initial: Mapping[str, Any] = field(default_factory=dict)
     options: RunOptions = RunOptions()
@@ -249,6 +251,8 @@ def _line_parser() -> _ArgParser:
     p.add_argument("--arch", default=RunOptions.arch)
     p.add_argument("--rtol", type=float)
     p.add_argument("--atol", type=float)
+    p.add_argument("--reduction", type=int, help="reduction length K for the tolerance")
+    p.add_argument("--compare", help="function(out, ref) -> bool or (bool, message)")
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--static-only", action="store_true")
     p.add_argument("--no-panel", action="store_true", help="return the RunResult, no controls")
@@ -319,9 +323,13 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
             space.config(initial)  # validates names and values now, on line 1
         except CellError as exc:
             raise CellError(exc.message, line=1, fix=exc.fix) from None
+    if args.reduction is not None and args.reduction < 1:
+        raise CellError(f"--reduction {args.reduction} is not a reduction length", line=1,
+                        fix="Give the length of the summed dimension, e.g. --reduction 4096.")
     options = RunOptions(verify=not args.no_verify, warm_cache=args.warm_cache,
                          budget_ms=args.budget_ms, timeout_s=args.timeout, arch=args.arch,
-                         rtol=args.rtol, atol=args.atol, static_only=args.static_only,
+                         rtol=args.rtol, atol=args.atol, reduction=args.reduction,
+                         static_only=args.static_only,
                          panel=not args.no_panel, result_name=_variable(args.result_name))
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
     reference = _lookup(namespace, args.reference, "--reference")
@@ -333,4 +341,5 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         grid=draft.exprs.get("grid"), block=draft.exprs.get("block"), smem=draft.exprs.get("smem"),
         flops=draft.exprs.get("flops"), bytes=draft.exprs.get("bytes"),
         inputs=_lookup(namespace, args.inputs, "--inputs"), reference=reference,
-        outputs=outputs, initial=initial, options=options)
+        compare=_lookup(namespace, args.compare, "--compare"), outputs=outputs, initial=initial,
+        options=options)

@@ -27,6 +27,7 @@ import numpy as np
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.errors import CompileFailure, Diagnostic, OutOfResources
 from jupyter_ktune.measure.breakdown import Breakdown, Event
+from jupyter_ktune.measure.integrity import guard_breach_of, guarded_empty
 from jupyter_ktune.measure.verify import poison
 
 
@@ -54,8 +55,21 @@ class FakeTimer:
 
 
 class Bound:
-    def __init__(self, fn, args, outputs):
-        self.fn, self.args, self.outputs = fn, args, outputs
+    """Every array argument is a copy inside a guarded buffer (measure.integrity): the kernel
+    gets the inner view, so a write past its end (``as_strided`` in a cell stands for a raw
+    pointer) lands in the guard and is reported, as on a GPU backend with guard regions."""
+
+    poisons_outputs = True  # poison() fills the outputs with the sentinel NaN
+
+    def __init__(self, fn, host_args, outputs):
+        self.fn, self.outputs, self.args, self._guarded = fn, outputs, {}, {}
+        for k, v in host_args.items():
+            if isinstance(v, np.ndarray):
+                whole, inner = guarded_empty(v.shape, v.dtype)
+                inner[...] = v
+                self._guarded[k] = (whole, v.size)
+                v = inner
+            self.args[k] = v
 
     def launch(self) -> None:
         self.fn(**self.args)
@@ -66,6 +80,13 @@ class Bound:
 
     def read_outputs(self):
         return {o: self.args[o].copy() for o in self.outputs}
+
+    def read_inputs(self, names):
+        return {n: self.args[n].copy() for n in names}
+
+    def guard_breaches(self):
+        found = (guard_breach_of(k, whole, size) for k, (whole, size) in self._guarded.items())
+        return [b for b in found if b is not None]
 
     def launch_info(self):
         return {"kernel": self.fn.__name__}
@@ -107,8 +128,7 @@ class Variant:
         self.fn, self.spec = ns[spec.name], spec
 
     def bind(self, host_args):
-        return Bound(self.fn, {k: (v.copy() if isinstance(v, np.ndarray) else v)
-                               for k, v in host_args.items()}, self.spec.outputs)
+        return Bound(self.fn, host_args, self.spec.outputs)
 
 
 class FakeBackend:

@@ -14,37 +14,47 @@ import pytest
 from jupyter_ktune.measure.verify import (INT_SENTINEL, Tolerance, compare, poison, poison_value,
                                           reference_outputs, tolerance_for, zero_inputs)
 
-F32 = tolerance_for(np.float32)
+F32 = tolerance_for(np.float32, rtol=1e-4, atol=1e-5)  # the per-element rule, as a user sets it
 
 
 # --- tolerances --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype, expected", [
-    (np.float64, (1e-9, 1e-12)),
-    (np.float32, (1e-4, 1e-5)),
-    ("float16", (1e-2, 1e-3)),
     (np.int32, (0.0, 0.0)),
     (np.uint8, (0.0, 0.0)),
     (np.bool_, (0.0, 0.0)),
-    (np.complex64, (1e-4, 1e-5)),  # unknown non-integer types fall back to float32's
 ])
-def test_tolerance_by_dtype(dtype, expected):
-    assert tolerance_for(dtype) == Tolerance(*expected)
+def test_integers_compare_exactly(dtype, expected):
+    assert tolerance_for(dtype) == Tolerance(*expected, rule="exact")
 
 
-def test_user_tolerance_overrides_one_or_both():
-    assert tolerance_for(np.float32, rtol=1e-2) == Tolerance(1e-2, 1e-5)
-    assert tolerance_for(np.float32, atol=0.0) == Tolerance(1e-4, 0.0)
-    assert tolerance_for(np.int32, rtol=0.5, atol=1.0) == Tolerance(0.5, 1.0)
+@pytest.mark.parametrize("dtype, low, high", [
+    (np.float64, 1e-14, 1e-12),  # K unknown: 2^20 assumed
+    (np.float32, 1e-3, 2e-3),    # TF32 inputs allowed
+    ("float16", 1e-3, 2e-3),
+    (np.complex64, 1e-3, 2e-3),  # unknown non-integer types fall back to float32's
+])
+def test_floats_default_to_the_normwise_rule(dtype, low, high):
+    t = tolerance_for(dtype)
+    assert t.rule == "normwise" and low < t.bound < high and t.elem > t.bound
+    assert "K unknown" in t.why
+
+
+def test_user_tolerance_overrides_one_or_both_and_switches_to_per_element():
+    per = "per-element (user rtol/atol)"
+    assert tolerance_for(np.float32, rtol=1e-2) == Tolerance(1e-2, 1e-5, per)
+    assert tolerance_for(np.float32, atol=0.0) == Tolerance(1e-4, 0.0, per)
+    assert tolerance_for(np.int32, rtol=0.5, atol=1.0) == Tolerance(0.5, 1.0, per)
 
 
 def test_bfloat16_tolerance_and_poison():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     bf16 = np.dtype(ml_dtypes.bfloat16)
-    assert tolerance_for(bf16) == Tolerance(2e-2, 1e-2)
+    assert tolerance_for(bf16, rtol=2e-2) == Tolerance(2e-2, 1e-2, "per-element (user rtol/atol)")
     a = np.ones(4, dtype=bf16)
     poison(a)
     assert np.isnan(a.astype(np.float32)).all()
+    assert (a.view(np.uint16) == 0x7FDA).all()
     ref = np.full(4, 1.0, dtype=bf16)
     out = (ref.astype(np.float32) * 1.01).astype(bf16)
     assert compare("y", out, ref, tolerance_for(bf16)).passed
@@ -129,7 +139,7 @@ def test_sliced_compare_combines_slices_like_one_pass(monkeypatch, chunk):
     ref = rng.standard_normal((50, 40)).astype(np.float32)
     out = ref.copy()
     out[3, 5] += 1.0        # mismatch, 1.0 off
-    out[40, 1] = np.nan     # unwritten (poison)
+    poison(out[40, 1:2])    # unwritten (poison)
     out[49, 39] -= 2.5      # the largest error, in the last slice
     ref[20, 20] = np.inf
     out[20, 20] = np.inf    # equal infinities agree
@@ -147,12 +157,12 @@ def test_sliced_compare_combines_slices_like_one_pass(monkeypatch, chunk):
 def test_unwritten_elements_are_found_through_the_poison():
     ref = np.arange(1, 9, dtype=np.float32)
     out = ref.copy()
-    out[5:] = np.nan  # as if poisoned and never written
+    poison(out[5:])  # as if poisoned and never written
     c = compare("y", out, ref, F32)
     assert not c.passed and c.unwritten == 3 and c.mismatched == 3
     assert c.first_bad_index == (5,)
     assert c.max_abs_err == np.inf
-    assert c.note.startswith("3 of 8 elements still hold the poison value")
+    assert c.note == "" and c.first_unwritten_index == (5,) and c.nonfinite == 0
 
 
 def test_unwritten_integer_elements():
@@ -196,7 +206,8 @@ def test_equal_infinities_agree():
 
 
 def test_fully_unwritten_output_is_reported_without_warnings():
-    out = np.full(4, np.nan, np.float32)
+    out = np.empty(4, np.float32)
+    poison(out)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         c = compare("y", out, np.ones(4, np.float32), F32)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from jupyter_ktune.measure.verify import compare, poison, tolerance_for
+from jupyter_ktune.measure.verify import compare, poison, poison_bits, tolerance_for
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 
 torch = pytest.importorskip("torch")
@@ -27,7 +27,8 @@ def tensor(a: np.ndarray):
 
 
 def same_check(host, dev) -> None:
-    for f in ("passed", "mismatched", "unwritten", "size", "first_bad_index", "note"):
+    for f in ("passed", "mismatched", "unwritten", "size", "first_bad_index", "note", "nonfinite",
+              "first_unwritten_index", "first_nonfinite_index", "rule", "bound"):
         assert getattr(host, f) == getattr(dev, f), (f, getattr(host, f), getattr(dev, f))
     for f in ("max_abs_err", "max_rel_err", "rel_l2_err"):
         a, b = getattr(host, f), getattr(dev, f)
@@ -45,7 +46,7 @@ def test_device_compare_matches_the_host_compare(dtype):
         out = (ref + rng.standard_normal(shape) * rng.choice([0, 1e-6, 1e-2, 1.0])).astype(dt)
         flat_o, flat_r = out.reshape(-1), ref.reshape(-1)
         for _ in range(int(rng.integers(0, 5))):
-            i, j = int(rng.integers(0, out.size)), int(rng.integers(0, 5))
+            i, j = int(rng.integers(0, out.size)), int(rng.integers(0, 7))
             if j == 0:
                 poison(flat_o[i:i + 1])  # never written
             elif j == 1:
@@ -55,9 +56,13 @@ def test_device_compare_matches_the_host_compare(dtype):
                 flat_o[i] = np.nan  # NaN for NaN agrees
             elif j == 3:
                 flat_r[i] = 0.0  # a zero reference: relative error undefined
+            elif j == 5:
+                flat_o[i] = np.nan  # written as NaN by the kernel (not the sentinel)
+            elif j == 6:
+                flat_o[i] = -np.inf  # written as Inf
             else:
                 flat_o[i] = np.float32(flat_o[i]) + 5
-        tol = tolerance_for(dt)
+        tol = tolerance_for(dt) if trial % 2 else tolerance_for(dt, rtol=1e-3)
         same_check(compare("y", out, ref, tol),
                    compare_tensor("y", tensor(out), tensor(ref), tol, dt))
 
@@ -102,16 +107,17 @@ def test_the_worker_compares_gpu_outputs_in_place_and_never_copies_them(monkeypa
 
     calls = []
 
-    def spy(name, out, ref, tol, dtype):
+    def spy(name, out, ref, tol, dtype, poisoned):
         calls.append(name)
-        return compare_tensor(name, out.t, ref, tol, dtype)
+        return compare_tensor(name, out.t, ref, tol, dtype, poisoned)
 
     monkeypatch.setattr(execute, "compare_tensor", spy)
     out = tensor(np.zeros(8, np.float32))
 
     class Bound:
-        def poison_outputs(self):
-            out.fill_(float("nan"))
+        def poison_outputs(self):  # as the Triton backend does: the sentinel through an int view
+            size, bits = poison_bits(np.float32)
+            out.view(torch.int32).fill_(bits)
 
         def launch(self):
             out[:6] = torch.arange(6.0)  # the last two are never written
@@ -125,7 +131,8 @@ def test_the_worker_compares_gpu_outputs_in_place_and_never_copies_them(monkeypa
         def read_outputs(self):
             raise AssertionError("a GPU output was copied to the host")
 
-    spec = SimpleNamespace(outputs=("y",), options=SimpleNamespace(rtol=None, atol=None))
+    spec = SimpleNamespace(outputs=("y",), backend="triton", compare=None,
+                           options=SimpleNamespace(rtol=None, atol=None, reduction=None))
     expected = {"y": np.arange(8, dtype=np.float32)}
     v = execute._verify(spec, Bound(), expected, DeviceReference(expected))
     check = v.checks[0]

@@ -1,9 +1,11 @@
-"""Verification against the reference: tolerances by dtype, poisoned outputs, fresh inputs.
+"""Verification against the reference: poisoned outputs, fresh inputs, the comparison.
 
-Outputs are filled with a poison value before every run (NaN for floats, a sentinel for
-integers), so an element the kernel never wrote cannot pass by luck. Inputs come fresh from the
+Outputs are filled with a poison value before every run (a NaN with a payload arithmetic does
+not produce for floats, a byte sentinel for integers), so an element the kernel never wrote
+cannot pass by luck and is told apart from a NaN the kernel wrote. Inputs come fresh from the
 user's ``inputs`` function for every check and are refused when they are all zeros, which hide
-wrong indexing and can even run faster than real data.
+wrong indexing and can even run faster than real data. The verdict rules (normwise by default,
+per element with ``--rtol/--atol``) are in :mod:`jupyter_ktune.measure.tolerance`.
 """
 
 from __future__ import annotations
@@ -17,43 +19,45 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.measure.tolerance import TOLERANCES, Tolerance, scale_floor, tolerance_for
 from jupyter_ktune.results import OutputCheck
 
-# (rtol, atol) by dtype name. Per element: |out - ref| <= atol + rtol * |ref|.
-# fp32 allows reduction-order differences; bf16 has 8 mantissa bits (eps 2^-8).
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-9, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (2e-2, 1e-2),
-    "float8_e4m3fn": (1.25e-1, 1e-1),
-    "float8_e5m2": (2.5e-1, 1e-1),
-}
+__all__ = ["TOLERANCES", "Tolerance", "compare", "poison", "poison_bits", "poison_value",
+           "reference_outputs", "tolerance_for", "zero_inputs"]
+
 INT_SENTINEL = 0x5A  # byte pattern for integer poison: 0x5A5A5A5A for int32
 
+#: Float poison by dtype: a quiet NaN whose payload arithmetic and conversions do not produce
+#: (they give 0x7FC00000, x86's 0xFFC00000 or CUDA's 0x7FFFFFFF for fp32), so an element that
+#: still holds these exact bits was never written, and any other NaN was written by the kernel
+#: (issue 15 item 7). float8_e4m3fn has only two NaN encodings, 0x7F and 0xFF, and conversions
+#: produce both: there its poison is plain NaN and a NaN it holds reads as "never written, or
+#: written as NaN" (telling them apart would take a second run with another poison).
+SENTINELS: dict[str, int] = {
+    "float64": 0x7FF85A5A5A5A5A5A,
+    "float32": 0x7FDA5A5A,
+    "float16": 0x7E5A,
+    "bfloat16": 0x7FDA,
+    "float8_e5m2": 0xFF,  # conversions give 0x7E/0xFE (ml_dtypes) or 0x7F (CUDA)
+}
 
-@dataclass(frozen=True)
-class Tolerance:
-    """Relative and absolute tolerance for one output."""
 
-    rtol: float
-    atol: float
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind in "fV" or "float" in dtype.name
 
 
-def tolerance_for(dtype: Any, rtol: float | None = None, atol: float | None = None) -> Tolerance:
-    """Default tolerance for a dtype, with user overrides; integers and bools compare exactly."""
-    name = np.dtype(dtype).name
-    if np.issubdtype(np.dtype(dtype), np.integer) or name == "bool":
-        base = (0.0, 0.0)
-    else:
-        base = TOLERANCES.get(name, TOLERANCES["float32"])
-    return Tolerance(base[0] if rtol is None else rtol, base[1] if atol is None else atol)
+def sentinel_distinct(dtype: Any) -> bool:
+    """Whether the poison of ``dtype`` tells "never written" from "written as NaN"."""
+    dt = np.dtype(dtype)
+    return not _is_float(dt) or dt.name in SENTINELS
 
 
 def poison(array: np.ndarray) -> None:
-    """Fill ``array`` in place with the poison value of its dtype."""
+    """Fill ``array`` in place with the poison value of its dtype (see :data:`SENTINELS`)."""
     dtype = array.dtype
-    if np.issubdtype(dtype, np.floating) or dtype.kind == "V" or "float" in dtype.name:
+    if dtype.name in SENTINELS:  # through an integer view: the exact bits, never a conversion
+        array.view(f"u{dtype.itemsize}")[...] = SENTINELS[dtype.name]
+    elif _is_float(dtype):
         array[...] = np.nan
     else:
         array.view(np.uint8)[...] = INT_SENTINEL
@@ -75,7 +79,7 @@ def poison_bits(dtype: Any) -> tuple[int, int] | None:
 
 
 def poison_value(dtype: Any) -> Any:
-    """Return the scalar a poisoned element holds (NaN or the integer sentinel)."""
+    """Return the scalar a poisoned element holds (the NaN sentinel or the integer sentinel)."""
     a = np.empty(1, dtype=dtype)
     poison(a)
     return a[0]
@@ -129,13 +133,21 @@ def _threads() -> ThreadPoolExecutor:
     return _pool
 
 
+def _first(*indices: int | None) -> int | None:
+    known = [i for i in indices if i is not None]
+    return min(known) if known else None
+
+
 @dataclass
 class Part:
     """What one slice contributes to an OutputCheck; parts combine with :meth:`merge`."""
 
     mismatched: int = 0
-    unwritten: int = 0
+    unwritten: int = 0  # still the exact poison bits: never written
+    nonfinite: int = 0  # NaN/Inf the kernel wrote where the reference is finite
     first: int | None = None  # flat index of the first mismatch
+    first_unwritten: int | None = None
+    first_nonfinite: int | None = None
     max_abs: float = -1.0  # over finite differences; -1: none
     nonfinite_diff: bool = False
     max_rel: float = -1.0  # over non-NaN relative errors; -1: none
@@ -144,12 +156,14 @@ class Part:
     ref_sq: float = 0.0  # sum of squares of the finite reference values (float64)
 
     def merge(self, o: Part) -> Part:
-        firsts = [f for f in (self.first, o.first) if f is not None]
+        """The part of both slices together."""
         return Part(self.mismatched + o.mismatched, self.unwritten + o.unwritten,
-                     min(firsts) if firsts else None, max(self.max_abs, o.max_abs),
-                     self.nonfinite_diff or o.nonfinite_diff, max(self.max_rel, o.max_rel),
-                     self.zero_ref_off or o.zero_ref_off, self.diff_sq + o.diff_sq,
-                     self.ref_sq + o.ref_sq)
+                    self.nonfinite + o.nonfinite, _first(self.first, o.first),
+                    _first(self.first_unwritten, o.first_unwritten),
+                    _first(self.first_nonfinite, o.first_nonfinite),
+                    max(self.max_abs, o.max_abs), self.nonfinite_diff or o.nonfinite_diff,
+                    max(self.max_rel, o.max_rel), self.zero_ref_off or o.zero_ref_off,
+                    self.diff_sq + o.diff_sq, self.ref_sq + o.ref_sq)
 
 
 def _sum_sq(x: np.ndarray) -> float:
@@ -157,15 +171,42 @@ def _sum_sq(x: np.ndarray) -> float:
     return float(np.dot(x, x))
 
 
-def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance,
-                   offset: int) -> Part:
-    """Compare flat slices ``out`` and ``ref`` (``offset``: where they start in the output)."""
+def _finite_sq(ref: np.ndarray, wd: type) -> float:
+    r = ref.astype(wd, copy=False)
+    return _sum_sq(r if bool(np.isfinite(r).all()) else r[np.isfinite(r)])
+
+
+def held_bits(dtype: Any, poisoned: bool = True) -> int | None:
+    """The unsigned bit pattern that marks a never-written float element, or None where NaN is
+    all the poison says (no distinct sentinel, or outputs the backend could not poison)."""
+    name = np.dtype(dtype).name
+    return SENTINELS.get(name) if poisoned else None
+
+
+def _classify(out: np.ndarray, ref: np.ndarray, of: np.ndarray, rf: np.ndarray,
+              idx: np.ndarray, held: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Masks over the failing elements ``idx``: never written, and NaN/Inf the kernel wrote."""
+    if _is_float(out.dtype):
+        if held is not None:
+            kept = out.view(f"u{out.dtype.itemsize}")[idx] == held
+            return kept & ~np.isnan(rf), ~np.isfinite(of) & ~kept & np.isfinite(rf)
+        return np.isnan(of) & ~np.isnan(rf), np.isinf(of) & np.isfinite(rf)
+    sentinel = poison_value(out.dtype)
+    return (out[idx] == sentinel) & (ref[idx] != sentinel), np.zeros(idx.size, bool)
+
+
+def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance, offset: int,
+                   scale: float, held: int | None) -> Part:
+    """Compare flat slices ``out`` and ``ref`` (``offset``: where they start in the output;
+    ``scale``: the floor of the normwise rule's per-element scale, rms(ref))."""
     o = out.astype(wd, copy=False)
     r = ref.astype(wd, copy=False)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(o - r)
         abs_r = np.abs(r)
-        bad = ~(diff <= tol.atol + tol.rtol * abs_r)
+        limit = (tol.elem * np.maximum(abs_r, wd(scale)) if tol.normwise
+                 else tol.atol + tol.rtol * abs_r)
+        bad = ~(diff <= limit)
     part = Part()
     if bad.any():
         idx = np.flatnonzero(bad)
@@ -174,13 +215,14 @@ def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance,
         bad[idx[same]] = False
         diff[idx[same]] = 0.0
         idx, of, rf = idx[~same], of[~same], rf[~same]
-        if out.dtype.kind == "f" or "float" in out.dtype.name:
-            part.unwritten = int((np.isnan(of) & ~np.isnan(rf)).sum())
-        else:
-            sentinel = poison_value(out.dtype)
-            part.unwritten = int(((out[idx] == sentinel) & (ref[idx] != sentinel)).sum())
+        unwritten, nonfinite = _classify(out, ref, of, rf, idx, held)
+        part.unwritten, part.nonfinite = int(unwritten.sum()), int(nonfinite.sum())
         part.mismatched = int(idx.size)
         part.first = offset + int(idx[0]) if idx.size else None
+        if part.unwritten:
+            part.first_unwritten = offset + int(idx[unwritten][0])
+        if part.nonfinite:
+            part.first_nonfinite = offset + int(idx[nonfinite][0])
     finite = np.isfinite(diff)
     finite_all = bool(finite.all())
     finite_diff = diff if finite_all else diff[finite]
@@ -193,43 +235,66 @@ def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance,
     kept = rel if finite_all else rel[~np.isnan(rel)]
     if kept.size:
         part.max_rel = float(kept.max())
-    r_fin = r if bool(np.isfinite(r).all()) else r[np.isfinite(r)]
-    part.ref_sq, part.diff_sq = _sum_sq(r_fin), _sum_sq(finite_diff)
+    part.diff_sq = _sum_sq(finite_diff)
     return part
 
 
-def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> OutputCheck:
-    """Compare one output with its reference, counting unwritten (poisoned) elements.
+def _map(fn: Any, work: list[tuple[Any, ...]]) -> list[Any]:
+    if len(work) > 1:
+        return list(_threads().map(lambda a: fn(*a), work))
+    return [fn(*a) for a in work]
 
-    Per element: ``|out - ref| <= atol + rtol * |ref|``; NaN where the reference has NaN and
-    equal infinities agree. Work is a handful of vector passes in float32 (float64 for 64-bit
-    or 32-bit-integer data) over slices of :data:`CHUNK` elements, on several threads; the
-    special cases are checked among the failing elements only. An interactive panel and every
-    config of a sweep verify, so this is on the critical path.
+
+def rms_scale(ref_sq: float, size: int, dtype: Any) -> float:
+    """rms(ref), floored at the dtype's smallest normal: the normwise rule's per-element scale."""
+    return max(math.sqrt(ref_sq / size) if size else 0.0, scale_floor(dtype))
+
+
+def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance,
+            poisoned: bool = True) -> OutputCheck:
+    """Compare one output with its reference: the verdict by ``tol``'s rule, the per-element
+    figures, the relative L2 error, and never-written / NaN-written elements.
+
+    ``poisoned`` says the outputs were filled with :func:`poison` before the run (a backend
+    that cannot do so makes every NaN "never written, or written as NaN"). NaN where the
+    reference has NaN and equal infinities agree. Work is a handful of vector passes in
+    float32 (float64 for 64-bit or 32-bit-integer data) over slices of :data:`CHUNK` elements,
+    on several threads; the special cases are checked among the failing elements only. An
+    interactive panel and every config of a sweep verify, so this is on the critical path.
     """
     if out.shape != ref.shape:
         if ref.size not in (1, out.size):
             return OutputCheck(name, False, float("inf"), float("inf"), float("inf"), tol.rtol,
                                tol.atol, out.size, 0, out.size,
-                               note=f"shape {out.shape} differs from the reference's {ref.shape}")
+                               note=f"shape {out.shape} differs from the reference's {ref.shape}",
+                               rule=tol.rule, bound=tol.bound, elem_bound=tol.elem, why=tol.why)
         ref = ref.reshape(out.shape) if ref.size == out.size else np.broadcast_to(ref, out.shape)
     wd = _work_dtype(out, ref)
     o, r = np.ascontiguousarray(out).reshape(-1), np.ascontiguousarray(ref).reshape(-1)
     starts = range(0, o.size, CHUNK)
-    work = [(o[s:s + CHUNK], r[s:s + CHUNK], wd, tol, s) for s in starts]
-    parts = (list(_threads().map(lambda a: _compare_slice(*a), work)) if len(work) > 1
-             else [_compare_slice(*a) for a in work])
-    total = Part()
+    ref_sq = sum(_map(_finite_sq, [(r[s:s + CHUNK], wd) for s in starts]))
+    scale = rms_scale(ref_sq, o.size, out.dtype)
+    held = held_bits(out.dtype, poisoned)
+    parts = _map(_compare_slice, [(o[s:s + CHUNK], r[s:s + CHUNK], wd, tol, s, scale, held)
+                                  for s in starts])
+    total = Part(ref_sq=ref_sq)
     for p in parts:
         total = total.merge(p)
-    return summarise(name, total, out.shape, tol)
+    return summarise(name, total, out.shape, tol, distinct=held is not None)
 
 
-def summarise(name: str, total: Part, shape: tuple[int, ...], tol: Tolerance) -> OutputCheck:
-    """The OutputCheck of one output from its merged parts (host or device comparison)."""
+def _index(flat: int | None, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if flat is not None else None
+
+
+def summarise(name: str, total: Part, shape: tuple[int, ...], tol: Tolerance,
+              distinct: bool = True) -> OutputCheck:
+    """The OutputCheck of one output from its merged parts (host or device comparison).
+
+    ``distinct``: whether "never written" was told from "written as NaN" by the sentinel bits.
+    """
     size = math.prod(shape)
-    first = (tuple(int(i) for i in np.unravel_index(total.first, shape))
-             if total.first is not None else None)
+    first = _index(total.first, shape)
     max_abs = total.max_abs if total.max_abs >= 0 else float("inf")
     if total.nonfinite_diff and first is not None:
         max_abs = float("inf")
@@ -242,10 +307,15 @@ def summarise(name: str, total: Part, shape: tuple[int, ...], tol: Tolerance) ->
     ref_norm, diff_norm = float(np.sqrt(total.ref_sq)), float(np.sqrt(total.diff_sq))
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     note = ""
-    if total.unwritten:
-        note = (f"{total.unwritten} of {size} elements still hold the poison value: never "
-                "written (or computed as NaN)")
-    return OutputCheck(name=name, passed=total.mismatched == 0, max_abs_err=max_abs,
+    if total.unwritten and not distinct:
+        note = (f"{total.unwritten} of {size} elements hold NaN: never written, or written as "
+                "NaN (this output's poison cannot tell them apart)")
+    passed = total.mismatched == 0 and (not tol.normwise or rel_l2 <= tol.bound)
+    return OutputCheck(name=name, passed=passed, max_abs_err=max_abs,
                        max_rel_err=max_rel, rel_l2_err=rel_l2, rtol=tol.rtol, atol=tol.atol,
                        mismatched=total.mismatched, unwritten=total.unwritten,
-                       size=int(size), first_bad_index=first, note=note)
+                       size=int(size), first_bad_index=first, note=note, rule=tol.rule,
+                       bound=tol.bound, elem_bound=tol.elem, why=tol.why,
+                       nonfinite=total.nonfinite,
+                       first_unwritten_index=_index(total.first_unwritten, shape),
+                       first_nonfinite_index=_index(total.first_nonfinite, shape))

@@ -7,9 +7,11 @@ there costs about 0.19 s per config of a sweep on the H200, the largest part of 
 only a :class:`~jupyter_ktune.measure.verify.Part` of scalars crosses to the host; the
 reference is uploaded once per input set (:class:`DeviceReference`).
 
-The rule and the report are the host compare's: ``|out - ref| <= atol + rtol * |ref|``, NaN for
-NaN and equal infinities agree, poisoned (never written) elements counted, the first mismatch's
-index, max abs / rel error and the relative L2 error. ``tests/test_verify_device.py`` checks
+The rule and the report are the host compare's (normwise by default, per element with user
+``--rtol/--atol``; see :mod:`jupyter_ktune.measure.tolerance`): NaN for NaN and equal infinities
+agree, elements still holding the poison's exact bits are "never written", other NaN/Inf where
+the reference is finite were written by the kernel; the first mismatch's index, max abs / rel
+error and the relative L2 error. ``tests/test_verify_device.py`` checks
 that both give the same OutputCheck on the same data. On the CPU the sliced NumPy compare is
 faster (0.06 against 0.5 s for 16M bf16 elements on the 2-core VM), so the worker uses this for
 tensors on a GPU only.
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.measure.verify import Part, Tolerance, summarise
+from jupyter_ktune.measure.verify import Part, Tolerance, held_bits, rms_scale, summarise
 from jupyter_ktune.results import OutputCheck
 
 
@@ -44,13 +46,23 @@ def device_comparable(dtype: Any) -> bool:
     return _is_float(np.dtype(dtype))
 
 
-def compare_tensor(name: str, out: Any, ref: Any, tol: Tolerance, dtype: np.dtype
-                   ) -> OutputCheck:
+_INTS = ("", "int8", "int16", "", "int32", "", "", "", "int64")
+
+
+def _kept_sentinel(torch: Any, flat_out: Any, idx: Any, held: int) -> Any:
+    """Whether the elements ``idx`` of ``flat_out`` still hold the sentinel bits ``held``."""
+    size = flat_out.element_size()
+    signed = held - (1 << 8 * size) if held >= 1 << (8 * size - 1) else held
+    return flat_out.view(getattr(torch, _INTS[size]))[idx] == signed
+
+
+def compare_tensor(name: str, out: Any, ref: Any, tol: Tolerance, dtype: np.dtype,
+                   poisoned: bool = True) -> OutputCheck:
     """Compare the floating-point torch tensor ``out`` with ``ref`` on their device.
 
     ``ref`` has as many elements as ``out`` (or one, broadcast). ``dtype`` is the output's
     declared NumPy dtype; integer and bool outputs are compared on the host (their poison is a
-    byte pattern, checked on the raw bytes there).
+    byte pattern, checked on the raw bytes there). ``poisoned`` as for the host compare.
     """
     import torch
 
@@ -62,14 +74,21 @@ def compare_tensor(name: str, out: Any, ref: Any, tol: Tolerance, dtype: np.dtyp
     if ref.numel() != out.numel():
         return OutputCheck(name, False, float("inf"), float("inf"), float("inf"), tol.rtol,
                            tol.atol, out.numel(), 0, out.numel(),
-                           note=f"shape {shape} differs from the reference's {tuple(ref.shape)}")
+                           note=f"shape {shape} differs from the reference's {tuple(ref.shape)}",
+                           rule=tol.rule, bound=tol.bound, elem_bound=tol.elem, why=tol.why)
     flat_o, flat_r = out.reshape(-1), ref.reshape(-1)
+    if flat_o.numel() > 1 and flat_o.stride(0) != 1:
+        flat_o = flat_o.contiguous()
     wd = _work_dtype(torch, flat_o, flat_r)
     o, r = flat_o.to(wd), flat_r.to(wd)
+    r_fin = r if bool(torch.isfinite(r).all()) else r[torch.isfinite(r)]
+    part = Part(ref_sq=float(r_fin.to(torch.float64).square().sum()))
+    scale = rms_scale(part.ref_sq, o.numel(), dtype)
     diff = (o - r).abs()
     abs_r = r.abs()
-    bad = ~(diff <= tol.atol + tol.rtol * abs_r)
-    part = Part()
+    limit = (tol.elem * torch.clamp(abs_r, min=scale) if tol.normwise
+             else tol.atol + tol.rtol * abs_r)
+    bad = ~(diff <= limit)
     idx = torch.nonzero(bad).reshape(-1)
     if idx.numel():
         of, rf = o[idx], r[idx]
@@ -77,9 +96,19 @@ def compare_tensor(name: str, out: Any, ref: Any, tol: Tolerance, dtype: np.dtyp
         diff[idx[same]] = 0.0
         keep = ~same
         idx, of, rf = idx[keep], of[keep], rf[keep]
-        part.unwritten = int((torch.isnan(of) & ~torch.isnan(rf)).sum())  # NaN poison
+        held = held_bits(dtype, poisoned)
+        if held is not None:
+            kept = _kept_sentinel(torch, flat_o, idx, held)
+            unwritten = kept & ~torch.isnan(rf)
+            nonfinite = ~torch.isfinite(of) & ~kept & torch.isfinite(rf)
+        else:
+            unwritten = torch.isnan(of) & ~torch.isnan(rf)
+            nonfinite = torch.isinf(of) & torch.isfinite(rf)
+        part.unwritten, part.nonfinite = int(unwritten.sum()), int(nonfinite.sum())
         part.mismatched = int(idx.numel())
         part.first = int(idx[0]) if idx.numel() else None
+        part.first_unwritten = int(idx[unwritten][0]) if part.unwritten else None
+        part.first_nonfinite = int(idx[nonfinite][0]) if part.nonfinite else None
     finite = torch.isfinite(diff)
     finite_all = bool(finite.all())
     finite_diff = diff if finite_all else diff[finite]
@@ -89,13 +118,11 @@ def compare_tensor(name: str, out: Any, ref: Any, tol: Tolerance, dtype: np.dtyp
     rel = torch.where(abs_r > 0, diff / torch.where(abs_r > 0, abs_r, torch.ones_like(abs_r)),
                       torch.zeros_like(diff))
     part.zero_ref_off = bool(((abs_r == 0) & (diff > 0)).any())
-    kept = rel if finite_all else rel[~torch.isnan(rel)]
-    if kept.numel():
-        part.max_rel = float(kept.max())
-    r_fin = r if bool(torch.isfinite(r).all()) else r[torch.isfinite(r)]
-    part.ref_sq = float(r_fin.to(torch.float64).square().sum())
+    kept_rel = rel if finite_all else rel[~torch.isnan(rel)]
+    if kept_rel.numel():
+        part.max_rel = float(kept_rel.max())
     part.diff_sq = float(finite_diff.to(torch.float64).square().sum())
-    return summarise(name, part, shape, tol)
+    return summarise(name, part, shape, tol, distinct=held_bits(dtype, poisoned) is not None)
 
 
 class DeviceReference:

@@ -21,11 +21,12 @@ from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import Backend, DeviceInfo, limits_for
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.measure.clocks import read_clocks
+from jupyter_ktune.measure.integrity import changed_inputs
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+from jupyter_ktune.measure.tolerance import judged, rule_for
 from jupyter_ktune.measure.verify import (
     compare,
     reference_outputs,
-    tolerance_for,
     zero_inputs,
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
@@ -63,7 +64,8 @@ def _cell_filled(cell: Any) -> bool:
 def _io_key(spec: KernelSpec) -> str:
     """What decides the inputs and the expected outputs: code of both functions, outputs."""
     return "\0".join((spec.source_hash, _code_hash(spec.inputs), _code_hash(spec.reference),
-                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol)))
+                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
+                      repr(spec.options.reduction), _code_hash(getattr(spec, "compare", None))))
 
 
 class FatalDeviceError(Exception):
@@ -133,19 +135,35 @@ def _expected(spec: KernelSpec, host_args: dict[str, Any]) -> dict[str, Any] | N
                         fix="Give it the kernel's argument names, or **kwargs.") from None
 
 
+def _poisoned(spec: KernelSpec, bound: Any) -> bool:
+    """Whether the outputs hold the poison sentinel before the run. A bound says so with
+    ``poisons_outputs``; Pallas outputs are fresh JAX buffers it cannot pre-fill (interpret
+    mode fills them with plain NaN), so there a NaN is "never written, or written as NaN"."""
+    return bool(getattr(bound, "poisons_outputs", spec.backend != "pallas"))
+
+
 def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,
-            on_device: DeviceReference | None = None) -> Verification | None:
+            on_device: DeviceReference | None = None, inputs: dict[str, Any] | None = None,
+            flops: float | None = None) -> Verification | None:
     """Poison the outputs, run once, compare with the reference.
 
     A backend whose outputs are tensors on a GPU (``device_outputs``) has its floating outputs
     compared there against ``on_device`` (the reference uploaded once per input set); only
-    scalars come back. Everything else is copied to the host and compared there.
+    scalars come back. Everything else is copied to the host and compared there. A
+    ``--compare`` function judges host copies. ``inputs`` (the host originals) are checked
+    against what the kernel left in its inputs, where the bound can read them back.
     """
     if expected is None:
         return None
     bound.poison_outputs()
     bound.launch()
-    in_place = bound.device_outputs() if on_device is not None and hasattr(
+    changed, notes = changed_inputs(bound, inputs or {}, spec.outputs)
+    breaches = tuple(bound.guard_breaches()) if hasattr(bound, "guard_breaches") else ()
+    opt, poisoned = spec.options, _poisoned(spec, bound)
+    tol = rule_for(opt.rtol, opt.atol, opt.reduction, flops,
+                   sum(v.size for v in expected.values()))
+    judge_fn = getattr(spec, "compare", None)
+    in_place = bound.device_outputs() if on_device is not None and judge_fn is None and hasattr(
         bound, "device_outputs") else {}
     host: dict[str, Any] | None = None
     checks = []
@@ -154,15 +172,16 @@ def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,
         if (name in in_place and getattr(in_place[name][0], "is_cuda", False)
                 and device_comparable(in_place[name][1])):
             tensor, dtype = in_place[name]
-            tol = tolerance_for(dtype, spec.options.rtol, spec.options.atol)
             checks.append(compare_tensor(name, tensor, on_device.tensor(name, bound.to_device),
-                                         tol, dtype))
+                                         tol(dtype), dtype, poisoned))
             continue
         host = host if host is not None else bound.read_outputs()
-        checks.append(compare(name, host[name], expected[name],
-                              tolerance_for(host[name].dtype, spec.options.rtol,
-                                            spec.options.atol)))
-    return Verification(checks=tuple(checks), trials=1)
+        check = compare(name, host[name], expected[name], tol(host[name].dtype), poisoned)
+        if judge_fn is not None:
+            check = judged(check, judge_fn, host[name], expected[name])
+        checks.append(check)
+    return Verification(checks=tuple(checks), trials=1, guard_breaches=breaches,
+                        changed_inputs=changed, notes=notes)
 
 
 def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int],
@@ -173,6 +192,14 @@ def _work(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int],
     env = dict(host_args)
     env.update(cxx)
     return float(expr(env))
+
+
+def _flops(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int]) -> float | None:
+    """The flops directive's value for the tolerance's K; a broken one is reported by timing."""
+    try:
+        return _work(spec, host_args, cxx, "flops")
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def run_variant(spec: KernelSpec, config: Config) -> RunResult:
@@ -254,7 +281,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
                 current["on_device"] = (DeviceReference(current["expected"])
                                         if current["expected"] is not None else None)
             current["uses"] += 1
-            verification = _verify(spec, bound, current["expected"], current.get("on_device"))
+            verification = _verify(spec, bound, current["expected"], current.get("on_device"),
+                                   inputs=host_args, flops=_flops(spec, host_args, cxx))
             if verification is not None:
                 _verified[(io, config)] = verification
         tick("verify")
