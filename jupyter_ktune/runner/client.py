@@ -22,13 +22,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 
-from jupyter_ktune.errors import KtuneError
+from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.runner.wire import pack_message, unpack_message
+from jupyter_ktune.spec import KernelSpec, timeout_problem
 
 
 class WorkerDied(KtuneError):
@@ -77,6 +77,8 @@ class DeviceWorker:
         os.close(fd)  # the child opens it by name; an open fd per worker would leak
         self._log = Path(log)
         self.restarts = 0
+        self.stale_replies = 0  # replies to earlier requests, read and dropped
+        self._request_id = 0
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
 
@@ -110,7 +112,7 @@ class DeviceWorker:
             raise WorkerTimeout(f"[ktune] the device worker did not start within "
                                 f"{self._startup_timeout:.0f} s. Its log: {self._log}")
         try:
-            hello = cloudpickle.loads(self._conn.recv_bytes())
+            _, hello = unpack_message(self._conn.recv_bytes())
         except (EOFError, OSError):
             code = self._proc.wait()
             raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
@@ -170,16 +172,45 @@ class DeviceWorker:
 
     # -- requests ----------------------------------------------------------------------------
     def request(self, message: tuple, timeout: float) -> tuple[str, Any]:
-        """Send one request and return ``(kind, value)``; kill and raise on death or timeout."""
+        """Send one request and return ``(kind, value)``; kill and raise on death or timeout.
+
+        Every request carries a fresh id and its reply the same id (issue 15): a reply with
+        another id, left unread by an earlier request, is read and dropped. Any exception
+        between send and receive (Jupyter's Interrupt is a KeyboardInterrupt) restarts the
+        worker before it propagates: the worker may still be inside that request, and its
+        reply must never be taken as the next request's.
+        """
+        problem = timeout_problem(timeout)
+        if problem:
+            raise KtuneError(f"[ktune] timeout {timeout!r}: {problem}. Pass seconds, e.g. "
+                             "timeout=60.")
         with self._lock:
             self._ensure_ready()
             assert self._conn is not None and self._proc is not None
             mark = self._log.stat().st_size if self._log.exists() else 0
-            self._conn.send_bytes(cloudpickle.dumps(message))
-            if not self._conn.poll(timeout):
-                self._kill()
-                self.restarts += 1
-                self.start()
+            self._request_id += 1
+            rid = self._request_id
+            try:
+                self._conn.send_bytes(pack_message(rid, message))
+                data = self._receive(rid, timeout, mark)
+            except (WorkerTimeout, WorkerDied):
+                raise
+            except BaseException:
+                self.restart()  # out of step with the worker: never read its stale reply
+                raise
+            kind, value = data
+            if kind == "fatal":
+                self._proc.wait()
+                self.restart()
+            return kind, value
+
+    def _receive(self, rid: int, timeout: float, mark: int) -> tuple[str, Any]:
+        """Wait for the reply to request ``rid``, dropping replies to earlier requests."""
+        assert self._conn is not None and self._proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self._conn.poll(max(deadline - time.monotonic(), 0.0)):
+                self.restart()
                 raise WorkerTimeout(f"no answer within {timeout:g} s; the worker was killed and "
                                     "restarted")
             try:
@@ -187,18 +218,13 @@ class DeviceWorker:
             except (EOFError, OSError):
                 code = self._proc.wait()
                 tail = self._new_log_text(mark)
-                self._kill()
-                self.restarts += 1
-                self.start()
+                self.restart()
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
-            kind, value = cloudpickle.loads(data)
-            if kind == "fatal":
-                self._proc.wait()
-                self._kill()
-                self.restarts += 1
-                self.start()
-            return kind, value
+            got, reply = unpack_message(data)
+            if got == rid:
+                return reply
+            self.stale_replies += 1  # an earlier request's answer, arrived late: drop it
 
     def _new_log_text(self, mark: int) -> str:
         try:
@@ -237,6 +263,9 @@ class DeviceWorker:
     def _variant_request(self, kind: str, spec: KernelSpec, config: Config,
                          timeout: float | None) -> RunResult:
         timeout = spec.options.timeout_s if timeout is None else timeout
+        if timeout_problem(timeout):
+            raise CellError(f"--timeout {timeout!r}: {timeout_problem(timeout)}", line=1,
+                            fix="Write --timeout 60 (seconds).")
         base = dict(name=spec.name, backend=spec.backend, config=dict(config))
         try:
             kind, value = self.request((kind, spec, config), timeout)

@@ -2,7 +2,8 @@
 
 Started with ``subprocess`` (a fresh interpreter, never a fork of the notebook, whose CUDA or
 JAX state must not leak in), in its own session so the client can kill it and its children
-(nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket:
+(nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket, each framed
+with its request id (``runner.wire``; a reply carries its request's id):
 
 * ``("run", spec, config)`` -> RunResult (compile, verify, time)
 * ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
@@ -79,26 +80,27 @@ def main(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
 
-    import cloudpickle
+    from jupyter_ktune.runner.wire import pack_message, request_id, unpack_message
 
     sock = socket.socket(fileno=fd)
     conn = Connection(sock.detach())
     _exit_with_parent()
     # the ready time lets the client measure the start alone, not the wait for a first request
-    conn.send_bytes(cloudpickle.dumps(("ready", os.getpid(), time.time())))
+    conn.send_bytes(pack_message(0, ("ready", os.getpid(), time.time())))
     while True:
         try:
             data = conn.recv_bytes()
         except (EOFError, OSError):
             return
+        rid = request_id(data)
         try:
-            reply = _handle(cloudpickle.loads(data))
+            reply = _handle(unpack_message(data)[1])
         except BaseException as exc:  # noqa: BLE001 - report, keep serving
             reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         try:
-            payload = cloudpickle.dumps(reply)
+            payload = pack_message(rid, reply)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result must still answer
-            payload = cloudpickle.dumps(("error", f"[ktune] reply could not be pickled: {exc}"))
+            payload = pack_message(rid, ("error", f"[ktune] reply could not be pickled: {exc}"))
         conn.send_bytes(payload)
         if reply[0] == "fatal":
             sys.stdout.flush()
