@@ -22,12 +22,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
-from jupyter_ktune.space import Config
 from jupyter_ktune.runner.wire import pack_message, unpack_message
+from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec, timeout_problem
 
 

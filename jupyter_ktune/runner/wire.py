@@ -22,7 +22,7 @@ def pack_message(rid: int, obj: Any) -> bytes:
 
 
 def request_id(data: bytes) -> int:
-    """The request id of a framed message, without unpickling it."""
+    """Return the request id of a framed message, without unpickling it."""
     return _ID.unpack_from(data)[0]
 
 
