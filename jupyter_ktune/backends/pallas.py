@@ -84,6 +84,7 @@ from jupyter_ktune.backends.pallas_timing import PallasStatic, host_timer, make_
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.variant_key import variant_key
 
 __all__ = ["BACKEND", "DEFAULT_LOWERINGS", "LOWERINGS", "PallasBackend", "Target",
            "choose_lowering", "detect_target"]
@@ -254,8 +255,8 @@ class PallasBackend:
                           driver=driver, toolchain=toolchain)
 
     def _variant(self, spec: KernelSpec, config: Config) -> PallasVariant:
-        """Build (once per source and config, shared by compile and the static thread)."""
-        key = (spec.source_hash, config)
+        """Build (once per variant key and config, shared by compile and the static thread)."""
+        key = variant_key(spec, config)  # not the source alone: the variant binds spec.outputs
         with self._lock:
             lock = self._keys.setdefault(key, threading.Lock())
         with lock:
