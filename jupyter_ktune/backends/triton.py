@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +38,7 @@ import numpy as np
 
 from jupyter_ktune.backends import triton_static as ts
 from jupyter_ktune.backends.base import DeviceInfo
+from jupyter_ktune.backends.triton_params import check_values, param_kinds
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.timing import HostClock
 from jupyter_ktune.measure.verify import poison, poison_bits
@@ -62,6 +63,7 @@ class TritonSignature:
     defaults: frozenset[str]
     line: int
     def_lines: Mapping[str, int]
+    kinds: Mapping[str, type] = field(default_factory=dict)  # triton_params.param_kinds
 
     @property
     def runtime(self) -> tuple[str, ...]:
@@ -100,7 +102,8 @@ def parse_kernel(spec: KernelSpec) -> TritonSignature:
     constexprs = tuple(a.arg for a in args.args
                        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
     defaults = frozenset(a.arg for a in args.args[len(args.args) - len(args.defaults):])
-    return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines)
+    return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines,
+                           param_kinds(kernel))
 
 
 def check_cell(spec: KernelSpec) -> TritonSignature:
@@ -117,6 +120,7 @@ def check_cell(spec: KernelSpec) -> TritonSignature:
                             "option", line=spec.space.param(name).line,
                             fix=f"Add '{name}: tl.constexpr' to the kernel, or use one of "
                                 f"{', '.join(LAUNCH_OPTIONS)}.")
+    check_values(spec, sig.kinds, LAUNCH_OPTIONS)
     if spec.grid is None:
         raise CellError("the launch grid is not given", line=1,
                         fix="Add: # ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)  "
@@ -256,7 +260,7 @@ class TritonBound:
     """The kernel with its arguments as tensors (CUDA or CPU) and its grid resolved."""
 
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
-        spec, sig, cfg = variant.spec, variant.sig, variant.cxx
+        spec, sig, cfg = variant.spec, variant.sig, variant.values
         self.variant = variant
         env: dict[str, Any] = dict(host_args)
         env.update(cfg)
@@ -343,9 +347,9 @@ class TritonVariant:
     def __init__(self, spec: KernelSpec, sig: TritonSignature, kernel: Any, config: Config,
                  device: str):
         self.spec, self.sig, self.kernel, self.device = spec, sig, kernel, device
-        self.cxx = spec.space.cxx_env(config)
-        self.constexprs = {p: self.cxx[p] for p in sig.constexprs if p in self.cxx}
-        self.options = {k: self.cxx[k] for k in LAUNCH_OPTIONS if k in self.cxx}
+        self.values = spec.space.py_env(config)  # "leaky_relu", not its index (issue 15)
+        self.constexprs = {p: self.values[p] for p in sig.constexprs if p in self.values}
+        self.options = {k: self.values[k] for k in LAUNCH_OPTIONS if k in self.values}
 
     def bind(self, host_args: Mapping[str, Any]) -> TritonBound:
         """Move the arguments to the device and resolve the grid."""
@@ -504,7 +508,7 @@ class TritonBackend:
         if spec.inputs is None:
             raise CellError("the static report needs --inputs to know the argument types",
                             line=1, fix="Add --inputs make_inputs.")
-        cxx = spec.space.cxx_env(config)
+        cxx = spec.space.py_env(config)  # the values, as at run time
         types, aligned = self._argument_types(spec, sig, kernel, cxx)
         constexprs = {p: cxx[p] if p in cxx else _default(kernel, p) for p in sig.constexprs}
         options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}
