@@ -29,6 +29,8 @@ from jupyter_ktune.runner.wire import pack_message, unpack_message
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec, timeout_problem
 
+LOG_TAIL_BYTES = 64 << 10  # read back from the worker's log on a failure, from its end
+
 
 class WorkerDied(KtuneError):
     """The worker exited while serving a request."""
@@ -87,9 +89,12 @@ class DeviceWorker:
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
+            self._kill()  # one that exited between requests: its group, its socket
+            remove_orphans()  # segments of workers that died with their notebook (kill -9)
             parent, child = socket.socketpair()
             env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
-            log = open(self._log, "ab")  # noqa: SIM115 - owned by the child
+            # read and append: the worker trims it by reading its tail back (worker.trim_log)
+            log = open(self._log, "a+b")  # noqa: SIM115 - owned by the child
             self._t0 = time.perf_counter()
             self._t0_wall = time.time()
             self._proc = subprocess.Popen(
@@ -114,6 +119,7 @@ class DeviceWorker:
             _, hello = unpack_message(self._conn.recv_bytes())
         except (EOFError, OSError):
             code = self._proc.wait()
+            self._kill()
             raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
                              f"\n{self.log_tail()}") from None
         self._ready = True
@@ -125,12 +131,19 @@ class DeviceWorker:
         self.start_times_s.append(self.last_start_s)
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
+        """Kill the worker's whole process group and unlink what it left in shared memory.
+
+        Also when the worker has already exited (a crash, a fatal fault): its input helper, an
+        nvcc or ncu it started may live on in its group, and a set drawn ahead may sit in
+        /dev/shm (issue 15).
+        """
+        if self._proc is not None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is empty already
             self._proc.wait()
+            self._proc = None
             remove_orphans()  # an input set it had drawn ahead, left in shared memory
         if self._conn is not None:
             self._conn.close()
@@ -161,13 +174,32 @@ class DeviceWorker:
         """Process id of the current worker, if one is running."""
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    @property
+    def log_path(self) -> Path:
+        """The worker's log file (its stdout and stderr, trimmed by the worker past 8 MiB)."""
+        return self._log
+
     def log_tail(self, lines: int = 15) -> str:
-        """Last lines the worker printed (kernel printf, driver messages, tracebacks)."""
+        """Last lines the worker printed (kernel printf, driver messages, tracebacks).
+
+        Read from the end, a bounded tail only: the log of a kernel that prints can be large.
+        """
+        return "\n".join(self._read_log(0).splitlines()[-lines:])
+
+    def _read_log(self, mark: int, limit: int = LOG_TAIL_BYTES) -> str:
+        """Return what the worker printed since byte ``mark``, at most the last ``limit`` bytes.
+
+        The worker trims its log (``worker.trim_log``): a ``mark`` past the end means it was
+        trimmed since, and the tail left is what there is.
+        """
         try:
-            text = self._log.read_text(errors="replace").splitlines()
+            with open(self._log, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                start = mark if mark <= size else 0
+                f.seek(max(start, size - limit))
+                return f.read(limit).decode(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text[-lines:])
 
     # -- requests ----------------------------------------------------------------------------
     def request(self, message: tuple, timeout: float) -> tuple[str, Any]:
@@ -226,12 +258,7 @@ class DeviceWorker:
             self.stale_replies += 1  # an earlier request's answer, arrived late: drop it
 
     def _new_log_text(self, mark: int) -> str:
-        try:
-            with open(self._log, "rb") as f:
-                f.seek(mark)
-                return f.read().decode(errors="replace").strip()[-2000:]
-        except OSError:
-            return ""
+        return self._read_log(mark, 2000).strip()
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 60.0, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` in the worker and return its value (errors re-raised)."""
