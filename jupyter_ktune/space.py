@@ -78,6 +78,20 @@ class Param:
         """Return the C++ integer for ``value``; see :func:`cxx_value`."""
         return cxx_value(value, self.values)
 
+    def py(self, value: ParamValue) -> Any:
+        """Return ``value`` as a Python kernel (Triton, Pallas) takes it: as written.
+
+        ``ACTIVATION in [relu, leaky_relu]`` arrives as ``"leaky_relu"`` (Triton takes strings
+        as constexprs); the C++ index of :meth:`cxx` once reached Triton kernels, so their
+        ``if ACTIVATION == "leaky_relu":`` never ran (issue 15). ``True``/``False`` and decimal
+        numbers such as ``0.5`` arrive as the bool or float they read as. Only a swizzle
+        tunable (every value ``none`` or ``<N>B``, one at least ``<N>B``) arrives as its byte
+        span, which Mosaic GPU's ``swizzle=`` takes; ``[none, relu]`` stays names.
+        """
+        swizzle = all(isinstance(v, str) and _SWIZZLE_NAME.match(v) for v in self.values) and \
+            any(str(v).lower() != "none" for v in self.values)
+        return self.cxx(value) if swizzle else _py_value(value)
+
 
 class Config(Mapping[str, ParamValue]):
     """A frozen, hashable assignment of a value to every parameter of a space.
@@ -215,6 +229,10 @@ class Space:
         """Parameter values as the integers the kernel sees."""
         return {p.name: p.cxx(config[p.name]) for p in self.params}
 
+    def py_env(self, config: Mapping[str, ParamValue]) -> dict[str, Any]:
+        """Parameter values as a Python kernel (Triton, Pallas) takes them; see ``Param.py``."""
+        return {p.name: p.py(config[p.name]) for p in self.params}
+
     def config(self, values: Mapping[str, Any] | None = None, **kw: Any) -> Config:
         """Build a checked config; unspecified parameters take their first allowed value."""
         given = dict(values or {}, **kw)
@@ -260,6 +278,18 @@ class Space:
                     if not self.violations(c, limits):
                         out.append(c)
         return out
+
+
+_PY_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+
+
+def _py_value(value: ParamValue) -> Any:
+    """Read a directive value as Python does: ``"True"`` -> True, ``"0.5"`` -> 0.5, names as is."""
+    if value in ("True", "False"):
+        return value == "True"
+    if isinstance(value, str) and _PY_FLOAT.match(value):
+        return float(value)
+    return value
 
 
 def _coerce(value: Any, p: Param) -> ParamValue:

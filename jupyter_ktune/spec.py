@@ -59,6 +59,22 @@ class Expr:
         return eval_expr(self._code, env, self.text, self.line)
 
 
+MAX_TIMEOUT_S = 86400.0  # a day; more is a typo (and select() overflows on huge values)
+
+
+def timeout_problem(seconds: Any) -> str | None:
+    """Why ``seconds`` is not a usable request timeout (NaN, inf, <= 0, over a day), or None.
+
+    A NaN or infinite timeout made the client give up on a reply it then read as the next
+    request's (issue 15).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "not a number of seconds"
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # False for NaN too
+        return f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
+    return None
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run and time a variant. Defaults follow the project's measuring protocol."""
@@ -297,6 +313,9 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     except ValueError as exc:  # unbalanced quotes
         raise CellError(f"magic line: {exc}", line=1, fix="Balance the quotes.") from None
     args = _line_parser().parse_args(words)
+    if timeout_problem(args.timeout):
+        raise CellError(f"--timeout {args.timeout:g} {timeout_problem(args.timeout)}", line=1,
+                        fix="Write --timeout 60 (seconds).")
     known = sorted(set(LANGS) | set(backend_names()))
     if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,

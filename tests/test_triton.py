@@ -230,3 +230,53 @@ def test_argument_types_come_from_one_inputs_call_per_cell():
         types, _ = backend._argument_types(spec, sig, kernel, spec.space.cxx_env(
             spec.space.config(BLOCK=block)))
     assert len(calls) == 1 and set(types) == {"x", "y", "n"}
+
+
+ACT = """# ktune: ACTIVATION in [relu, leaky_relu]; BLOCK in [128]
+# ktune: grid = cdiv(n, BLOCK)
+@triton.jit
+def act(x, y, out, n, ACTIVATION: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x + offs, mask=mask) - 0.5
+    if ACTIVATION == "leaky_relu":
+        v = tl.where(v > 0, v, 0.01 * v)
+    else:
+        v = tl.maximum(v, 0.0)
+    tl.store(out + offs, v, mask=mask)
+"""
+
+
+def leaky_reference(x, y, out, n):
+    v = x - 0.5
+    return np.where(v > 0, v, 0.01 * v)
+
+
+def test_a_choice_tunable_reaches_the_kernel_as_its_name_not_its_index(worker):
+    """Issue 15: ACTIVATION arrived as 0/1, so the string branch never ran."""
+    spec = parse_cell(LINE.replace("vadd", "act"), ACT,
+                      {"inputs": vadd_inputs, "reference": leaky_reference})
+    leaky = run_kernel(spec, {"ACTIVATION": "leaky_relu"}, worker=worker)
+    assert leaky.status is Status.OK, leaky.reason
+    relu = run_kernel(spec, {"ACTIVATION": "relu"}, worker=worker)
+    assert relu.status is Status.WRONG  # relu differs from the leaky reference below zero
+
+
+@pytest.mark.parametrize("src, line, words", [
+    (VADD, LINE + " --param BLOCK=abc", "BLOCK"),
+    (VADD, LINE + " --param num_warps=four", "num_warps is a launch option"),
+    (VADD.replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr = 64"),
+     LINE + " --param BLOCK=64,big", "takes int values"),
+    (ACT.replace("ACTIVATION: tl.constexpr, BLOCK: tl.constexpr",
+                 "BLOCK: tl.constexpr, ACTIVATION: tl.constexpr = 'relu'"),
+     LINE.replace("vadd", "act") + " --param ACTIVATION=1,2", "takes str values"),
+    (ACT, LINE.replace("vadd", "act") + " --param ACTIVATION=1,2", "takes str values"),
+])
+def test_tunable_values_of_the_wrong_kind_are_one_line_errors(src, line, words):
+    from jupyter_ktune.backends import get_backend
+
+    spec = parse_cell(line, src, NS)
+    with pytest.raises(CellError) as err:
+        get_backend("triton").check(spec)
+    assert words in str(err.value) and "\n" not in str(err.value)
+    assert "cell line 1" in str(err.value)

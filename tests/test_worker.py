@@ -260,3 +260,43 @@ def test_segments_of_a_killed_worker_are_removed_by_the_next():
         seg.close()
         mine.close()
         mine.unlink()
+
+
+OUT_NAMED_OUT = """def scale(x, out, n):
+    out[:] = 2 * x
+"""
+
+
+def out_inputs():
+    x = np.random.rand(100)
+    return dict(x=x, out=np.empty_like(x), n=100)
+
+
+def out_reference(x, out, n):
+    return 2 * x
+
+
+def test_a_corrected_out_is_used_by_the_same_worker(worker):
+    """Issue 15: the compiled-variant cache once ignored --out, so the fix needed a restart."""
+    ns = {"inputs": out_inputs, "reference": out_reference}
+    line = "scale --backend fake --inputs inputs --reference reference --budget-ms 2 --out "
+    wrong = parse_cell(line + "y", OUT_NAMED_OUT, ns)
+    first = worker.run(wrong, wrong.space.default())
+    assert first.status is not Status.OK and "'y'" in first.reason
+    fixed = parse_cell(line + "out", OUT_NAMED_OUT, ns)
+    second = worker.run(fixed, fixed.space.default())
+    assert second.status is Status.OK, second.reason
+
+
+def test_the_variant_key_covers_what_is_bound_but_not_what_is_measured():
+    from jupyter_ktune.variant_key import variant_key
+
+    s = spec(GOOD)
+    c = s.space.default()
+    assert variant_key(s, c) == variant_key(spec(GOOD), c)  # a rerun of the same cell
+    assert variant_key(s, c) == variant_key(spec(GOOD, LINE + " --timeout 5"), c)
+    for changed in (spec(GOOD, LINE.replace("--out y", "--out x")),
+                    spec(GOOD, LINE + " --arch sm_80"),
+                    spec(GOOD, LINE + " --block 32"),
+                    parse_cell(LINE, GOOD, {**NS, "inputs": out_inputs})):
+        assert variant_key(changed, c) != variant_key(s, c)

@@ -22,13 +22,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
-from jupyter_ktune.errors import KtuneError
+from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
+from jupyter_ktune.runner.wire import pack_message, unpack_message
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.spec import KernelSpec, timeout_problem
+
+LOG_TAIL_BYTES = 64 << 10  # read back from the worker's log on a failure, from its end
 
 
 class WorkerDied(KtuneError):
@@ -77,6 +78,8 @@ class DeviceWorker:
         os.close(fd)  # the child opens it by name; an open fd per worker would leak
         self._log = Path(log)
         self.restarts = 0
+        self.stale_replies = 0  # replies to earlier requests, read and dropped
+        self._request_id = 0
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
 
@@ -86,9 +89,12 @@ class DeviceWorker:
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
+            self._kill()  # one that exited between requests: its group, its socket
+            remove_orphans()  # segments of workers that died with their notebook (kill -9)
             parent, child = socket.socketpair()
             env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
-            log = open(self._log, "ab")  # noqa: SIM115 - owned by the child
+            # read and append: the worker trims it by reading its tail back (worker.trim_log)
+            log = open(self._log, "a+b")  # noqa: SIM115 - owned by the child
             self._t0 = time.perf_counter()
             self._t0_wall = time.time()
             self._proc = subprocess.Popen(
@@ -110,9 +116,10 @@ class DeviceWorker:
             raise WorkerTimeout(f"[ktune] the device worker did not start within "
                                 f"{self._startup_timeout:.0f} s. Its log: {self._log}")
         try:
-            hello = cloudpickle.loads(self._conn.recv_bytes())
+            _, hello = unpack_message(self._conn.recv_bytes())
         except (EOFError, OSError):
             code = self._proc.wait()
+            self._kill()
             raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
                              f"\n{self.log_tail()}") from None
         self._ready = True
@@ -124,12 +131,19 @@ class DeviceWorker:
         self.start_times_s.append(self.last_start_s)
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
+        """Kill the worker's whole process group and unlink what it left in shared memory.
+
+        Also when the worker has already exited (a crash, a fatal fault): its input helper, an
+        nvcc or ncu it started may live on in its group, and a set drawn ahead may sit in
+        /dev/shm (issue 15).
+        """
+        if self._proc is not None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is empty already
             self._proc.wait()
+            self._proc = None
             remove_orphans()  # an input set it had drawn ahead, left in shared memory
         if self._conn is not None:
             self._conn.close()
@@ -160,26 +174,74 @@ class DeviceWorker:
         """Process id of the current worker, if one is running."""
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    @property
+    def log_path(self) -> Path:
+        """The worker's log file (its stdout and stderr, trimmed by the worker past 8 MiB)."""
+        return self._log
+
     def log_tail(self, lines: int = 15) -> str:
-        """Last lines the worker printed (kernel printf, driver messages, tracebacks)."""
+        """Last lines the worker printed (kernel printf, driver messages, tracebacks).
+
+        Read from the end, a bounded tail only: the log of a kernel that prints can be large.
+        """
+        return "\n".join(self._read_log(0).splitlines()[-lines:])
+
+    def _read_log(self, mark: int, limit: int = LOG_TAIL_BYTES) -> str:
+        """Return what the worker printed since byte ``mark``, at most the last ``limit`` bytes.
+
+        The worker trims its log (``worker.trim_log``): a ``mark`` past the end means it was
+        trimmed since, and the tail left is what there is.
+        """
         try:
-            text = self._log.read_text(errors="replace").splitlines()
+            with open(self._log, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                start = mark if mark <= size else 0
+                f.seek(max(start, size - limit))
+                return f.read(limit).decode(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text[-lines:])
 
     # -- requests ----------------------------------------------------------------------------
     def request(self, message: tuple, timeout: float) -> tuple[str, Any]:
-        """Send one request and return ``(kind, value)``; kill and raise on death or timeout."""
+        """Send one request and return ``(kind, value)``; kill and raise on death or timeout.
+
+        Every request carries a fresh id and its reply the same id (issue 15): a reply with
+        another id, left unread by an earlier request, is read and dropped. Any exception
+        between send and receive (Jupyter's Interrupt is a KeyboardInterrupt) restarts the
+        worker before it propagates: the worker may still be inside that request, and its
+        reply must never be taken as the next request's.
+        """
+        problem = timeout_problem(timeout)
+        if problem:
+            raise KtuneError(f"[ktune] timeout {timeout!r}: {problem}. Pass seconds, e.g. "
+                             "timeout=60.")
         with self._lock:
             self._ensure_ready()
             assert self._conn is not None and self._proc is not None
             mark = self._log.stat().st_size if self._log.exists() else 0
-            self._conn.send_bytes(cloudpickle.dumps(message))
-            if not self._conn.poll(timeout):
-                self._kill()
-                self.restarts += 1
-                self.start()
+            self._request_id += 1
+            rid = self._request_id
+            try:
+                self._conn.send_bytes(pack_message(rid, message))
+                data = self._receive(rid, timeout, mark)
+            except (WorkerTimeout, WorkerDied):
+                raise
+            except BaseException:
+                self.restart()  # out of step with the worker: never read its stale reply
+                raise
+            kind, value = data
+            if kind == "fatal":
+                self._proc.wait()
+                self.restart()
+            return kind, value
+
+    def _receive(self, rid: int, timeout: float, mark: int) -> tuple[str, Any]:
+        """Wait for the reply to request ``rid``, dropping replies to earlier requests."""
+        assert self._conn is not None and self._proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self._conn.poll(max(deadline - time.monotonic(), 0.0)):
+                self.restart()
                 raise WorkerTimeout(f"no answer within {timeout:g} s; the worker was killed and "
                                     "restarted")
             try:
@@ -187,26 +249,16 @@ class DeviceWorker:
             except (EOFError, OSError):
                 code = self._proc.wait()
                 tail = self._new_log_text(mark)
-                self._kill()
-                self.restarts += 1
-                self.start()
+                self.restart()
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
-            kind, value = cloudpickle.loads(data)
-            if kind == "fatal":
-                self._proc.wait()
-                self._kill()
-                self.restarts += 1
-                self.start()
-            return kind, value
+            got, reply = unpack_message(data)
+            if got == rid:
+                return reply
+            self.stale_replies += 1  # an earlier request's answer, arrived late: drop it
 
     def _new_log_text(self, mark: int) -> str:
-        try:
-            with open(self._log, "rb") as f:
-                f.seek(mark)
-                return f.read().decode(errors="replace").strip()[-2000:]
-        except OSError:
-            return ""
+        return self._read_log(mark, 2000).strip()
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 60.0, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` in the worker and return its value (errors re-raised)."""
@@ -237,6 +289,9 @@ class DeviceWorker:
     def _variant_request(self, kind: str, spec: KernelSpec, config: Config,
                          timeout: float | None) -> RunResult:
         timeout = spec.options.timeout_s if timeout is None else timeout
+        if timeout_problem(timeout):
+            raise CellError(f"--timeout {timeout!r}: {timeout_problem(timeout)}", line=1,
+                            fix="Write --timeout 60 (seconds).")
         base = dict(name=spec.name, backend=spec.backend, config=dict(config))
         try:
             kind, value = self.request((kind, spec, config), timeout)

@@ -34,38 +34,22 @@ from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Ve
 from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.variant_key import code_hash, variant_key
 
 _static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
 _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
-_verified: dict[tuple[str, Config], Verification] = {}
+_verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
 _ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
 
 
-def _code_hash(fn: Any) -> str:
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return repr(fn)
-    closure = tuple(c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c))
-    return (f"{code.co_code.hex()}|{code.co_consts!r}|{code.co_names!r}|"
-            f"{getattr(fn, '__defaults__', None)!r}|{closure!r}")
-
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
-
-
 def _io_key(spec: KernelSpec) -> str:
     """What decides the inputs and the expected outputs: code of both functions, outputs."""
-    return "\0".join((spec.source_hash, _code_hash(spec.inputs), _code_hash(spec.reference),
+    return "\0".join((spec.source_hash, code_hash(spec.inputs), code_hash(spec.reference),
                       ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
-                      repr(spec.options.reduction), _code_hash(getattr(spec, "compare", None))))
+                      repr(spec.options.reduction), code_hash(getattr(spec, "compare", None))))
 
 
 class FatalDeviceError(Exception):
@@ -239,7 +223,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             return finish(Status.COMPILE_ERROR, str(failure))
         why = "static report only (--static-only)" if device.available else device.reason
         return finish(Status.CANNOT_RUN, why)
-    key = (spec.source_hash, config)
+    key = variant_key(spec, config)
     try:
         variant = _variants.get(key) or backend.compile(spec, config)
         _variants[key] = variant
@@ -263,7 +247,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         # A new variant is checked on the current input set; a set serves at most
         # REDRAW_EVERY new variants before fresh inputs are drawn, so a sweep does not pay for
         # inputs + reference (seconds for a large GEMM) on every config.
-        verification = _verified.get((io, config))
+        verification = _verified.get((io, key))
         current = _last_inputs.get(io)
         reused = verification is not None and current is not None
         if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
@@ -284,7 +268,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             verification = _verify(spec, bound, current["expected"], current.get("on_device"),
                                    inputs=host_args, flops=_flops(spec, host_args, cxx))
             if verification is not None:
-                _verified[(io, config)] = verification
+                _verified[(io, key)] = verification
         tick("verify")
         measurement = None
         if spec.options.time:
@@ -345,7 +329,7 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
         _statics[static_key] = _static_pool.submit(_static, backend, spec, config)
     result = RunResult(name=spec.name, backend=spec.backend, config=dict(config),
                        status=Status.CANNOT_RUN, device=device.name)
-    key = (spec.source_hash, config)
+    key = variant_key(spec, config)
     try:
         _variants[key] = _variants.get(key) or backend.compile(spec, config)
     except CompileFailure as exc:

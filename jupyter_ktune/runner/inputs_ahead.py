@@ -18,9 +18,13 @@ import atexit
 import concurrent.futures as cf
 import glob
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from multiprocessing import resource_tracker, shared_memory
 from multiprocessing.connection import Connection
@@ -32,6 +36,17 @@ import numpy as np
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic)
+_helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
+
+
+def segment_prefix() -> str:
+    """Return the segment name prefix: ``SEGMENT_PREFIX``, or ``$KTUNE_SHM_PREFIX``.
+
+    A prefix of one's own (letters, digits, underscores) keeps one set of workers apart from the
+    cleanup of all others: tests on a host where other test runs clean up dead workers' segments.
+    """
+    own = os.environ.get("KTUNE_SHM_PREFIX", "")
+    return own if re.fullmatch(r"[A-Za-z0-9_]{1,64}", own) else SEGMENT_PREFIX
 
 
 def host_only(args: dict[str, Any]) -> bool:
@@ -62,7 +77,7 @@ def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
     for name, v in args.items():
         if isinstance(v, np.ndarray):
             seg = shared_memory.SharedMemory(
-                name=f"{SEGMENT_PREFIX}{owner}_{uuid.uuid4().hex[:16]}", create=True,
+                name=f"{segment_prefix()}{owner}_{uuid.uuid4().hex[:16]}", create=True,
                 size=max(v.nbytes, 1))
             # the worker (``owner``) owns it from here: it unlinks it once copied out or at
             # exit; if it was killed, its client or the next worker does (remove_orphans)
@@ -116,8 +131,10 @@ class InputsAhead:
         mine, theirs = socket.socketpair()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
-             "serve; serve(int(sys.argv[1]))", str(theirs.fileno())],
+             "serve; serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()),
+             str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        _helpers.add(self._proc)
         theirs.close()
         self._conn = Connection(mine.detach())
         self._reader = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktune-ahead")
@@ -164,6 +181,7 @@ class InputsAhead:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
+            _helpers.discard(self._proc)
             self._proc = None
         if self._conn is not None:
             self._conn.close()
@@ -173,8 +191,10 @@ class InputsAhead:
             self._reader = None
 
 
-def serve(fd: int) -> None:
+def serve(fd: int, parent: int | None = None) -> None:
     """The helper's loop: draw a set per request on socket ``fd`` until it closes."""
+    if parent is not None:
+        _die_with(parent)
     os.nice(10)  # background work: the worker's launches come first on a busy host
     conn = Connection(socket.socket(fileno=fd).detach())
     while True:
@@ -189,6 +209,52 @@ def serve(fd: int) -> None:
         conn.send_bytes(cloudpickle.dumps(reply))
 
 
+def _die_with(parent: int) -> None:
+    """Exit when the worker ``parent`` does, even from inside a stuck ``inputs()`` (issue 15).
+
+    The socket closing is noticed only between requests; an inputs function that never returns
+    would keep the helper (and the memory it holds) forever. On Linux the kernel kills it with
+    its parent (``PR_SET_PDEATHSIG``); elsewhere, and for a parent gone before that call took
+    effect, a thread watches the parent id.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(4)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(4)
+
+    threading.Thread(target=watch, name="ktune-helper-parent-watch", daemon=True).start()
+
+
+def abandon() -> None:
+    """In a worker about to exit abruptly: kill its helpers, unlink the segments it owns.
+
+    The worker exits with ``os._exit`` when its notebook dies; without this, a set drawn ahead
+    stayed in /dev/shm until another client started (issue 15).
+    """
+    for proc in list(_helpers):
+        try:
+            proc.kill()
+            proc.wait(timeout=2)
+        except Exception:  # noqa: BLE001, S110 - best effort on the way out
+            pass
+    for path in glob.glob(f"/dev/shm/{segment_prefix()}{os.getpid()}_*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _unlink_when_done(fut: cf.Future) -> None:
     try:
         kind, drawn = cloudpickle.loads(fut.result())
@@ -201,8 +267,9 @@ def _unlink_when_done(fut: cf.Future) -> None:
 def remove_orphans() -> int:
     """Unlink segments left by workers that were killed with a set pending; returns how many."""
     removed = 0
-    for path in glob.glob(f"/dev/shm/{SEGMENT_PREFIX}*"):
-        pid = os.path.basename(path)[len(SEGMENT_PREFIX):].split("_")[0]
+    prefix = segment_prefix()
+    for path in glob.glob(f"/dev/shm/{prefix}*"):
+        pid = os.path.basename(path)[len(prefix):].split("_")[0]
         try:
             os.kill(int(pid), 0)
             continue  # its worker is alive

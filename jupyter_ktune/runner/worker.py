@@ -2,7 +2,8 @@
 
 Started with ``subprocess`` (a fresh interpreter, never a fork of the notebook, whose CUDA or
 JAX state must not leak in), in its own session so the client can kill it and its children
-(nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket:
+(nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket, each framed
+with its request id (``runner.wire``; a reply carries its request's id):
 
 * ``("run", spec, config)`` -> RunResult (compile, verify, time)
 * ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
@@ -19,6 +20,7 @@ exits because the device context is lost (illegal address, misaligned access ...
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -57,6 +59,44 @@ def _handle(msg: tuple) -> tuple:
     return ("error", f"[ktune] unknown worker request {kind!r}")
 
 
+LOG_MAX_BYTES = 8 << 20  # the worker's log (its stdout and stderr) is trimmed past this size
+LOG_KEEP_BYTES = 1 << 20  # ... to its last this many bytes
+_TRIMMED = b"[ktune] worker log trimmed: earlier output dropped\n"
+
+
+def trim_log(fd: int = 1, max_bytes: int = LOG_MAX_BYTES, keep: int = LOG_KEEP_BYTES) -> bool:
+    """Cut the log file on ``fd`` to its last ``keep`` bytes once it is over ``max_bytes``.
+
+    A kernel that prints wrote 68 MB per run into a log that was never trimmed (issue 15). The
+    client opened the file for appending, so writes after the truncation (this process's, its
+    children's) land at the new end. Returns whether it trimmed.
+    """
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= max_bytes:
+            return False
+        tail = os.pread(fd, keep, st.st_size - keep)
+        start = tail.find(b"\n") + 1  # from a line start
+        os.ftruncate(fd, 0)
+        os.write(fd, _TRIMMED + tail[start:])
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _trim_log_regularly(every_s: float = 0.5) -> None:
+    """Trim the log while a long request prints, too (after each request it is trimmed anyway)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            trim_log()
+
+    threading.Thread(target=watch, name="ktune-log-trim", daemon=True).start()
+
+
 def _exit_with_parent() -> None:
     """Exit when the notebook process dies (issue 9).
 
@@ -69,7 +109,12 @@ def _exit_with_parent() -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
-        os._exit(4)
+        try:
+            from jupyter_ktune.runner.inputs_ahead import abandon
+
+            abandon()  # its helper and the set it drew ahead in /dev/shm
+        finally:
+            os._exit(4)
 
     threading.Thread(target=watch, name="ktune-parent-watch", daemon=True).start()
 
@@ -79,26 +124,29 @@ def main(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
 
-    import cloudpickle
+    from jupyter_ktune.runner.wire import pack_message, request_id, unpack_message
 
     sock = socket.socket(fileno=fd)
     conn = Connection(sock.detach())
     _exit_with_parent()
+    _trim_log_regularly()
     # the ready time lets the client measure the start alone, not the wait for a first request
-    conn.send_bytes(cloudpickle.dumps(("ready", os.getpid(), time.time())))
+    conn.send_bytes(pack_message(0, ("ready", os.getpid(), time.time())))
     while True:
         try:
             data = conn.recv_bytes()
         except (EOFError, OSError):
             return
+        rid = request_id(data)
         try:
-            reply = _handle(cloudpickle.loads(data))
+            reply = _handle(unpack_message(data)[1])
         except BaseException as exc:  # noqa: BLE001 - report, keep serving
             reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         try:
-            payload = cloudpickle.dumps(reply)
+            payload = pack_message(rid, reply)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result must still answer
-            payload = cloudpickle.dumps(("error", f"[ktune] reply could not be pickled: {exc}"))
+            payload = pack_message(rid, ("error", f"[ktune] reply could not be pickled: {exc}"))
+        trim_log()
         conn.send_bytes(payload)
         if reply[0] == "fatal":
             sys.stdout.flush()

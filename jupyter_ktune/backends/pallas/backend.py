@@ -5,7 +5,8 @@ The cell contract
 The body of ``%%kernel NAME --backend pallas ...`` is a Python module. It defines a function
 ``NAME`` that takes the config's tunables as keyword arguments (block shapes, ``num_warps``,
 ``num_stages``, a swizzle, ``max_concurrent_steps`` ... whatever its ``# ktune:`` lines declare;
-swizzle names arrive as their byte span) and returns a callable over the input arrays::
+swizzle names arrive as their byte span, other names as strings: ``Space.py_env``) and returns a
+callable over the input arrays::
 
     %%kernel add --backend pallas --inputs inputs --reference reference --out z
     # ktune: BLOCK in pow2(128, 1024)
@@ -75,6 +76,7 @@ from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.variant_key import variant_key
 
 
 class PallasBackend:
@@ -141,8 +143,8 @@ class PallasBackend:
                           driver=driver, toolchain=toolchain)
 
     def _variant(self, spec: KernelSpec, config: Config) -> PallasVariant:
-        """Build (once per source and config, shared by compile and the static thread)."""
-        key = (spec.source_hash, config)
+        """Build (once per variant key and config, shared by compile and the static thread)."""
+        key = variant_key(spec, config)  # not the source alone: the variant binds spec.outputs
         with self._lock:
             lock = self._keys.setdefault(key, threading.Lock())
         with lock:
@@ -169,7 +171,7 @@ class PallasBackend:
             raise failure_at(2, f"the cell defines no function '{spec.name}'",
                               f"Define def {spec.name}(**tunables) returning a callable.")
         try:
-            fn = factory(**spec.space.cxx_env(config))
+            fn = factory(**spec.space.py_env(config))
         except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
             raise cell_failure(exc, path) from None
         if not callable(fn):

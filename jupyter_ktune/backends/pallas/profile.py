@@ -271,7 +271,7 @@ def profile_pallas(backend: Any, spec: Any, config: Any, host_args: dict[str, An
             if not callable(factory):
                 raise failure_at(2, f"the cell defines no function '{spec.name}'")
             try:
-                fn = factory(**spec.space.cxx_env(config))
+                fn = factory(**spec.space.py_env(config))
             except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
                 raise cell_failure(exc, path) from None
             bound = PallasVariant(spec, lowering, fn, path).bind(host_args)

@@ -117,7 +117,7 @@ class TritonBackend:
         if spec.inputs is None:
             raise CellError("the static report needs --inputs to know the argument types",
                             line=1, fix="Add --inputs make_inputs.")
-        cxx = spec.space.cxx_env(config)
+        cxx = spec.space.py_env(config)  # the values, as at run time
         types, aligned = self._argument_types(spec, sig, kernel, cxx)
         constexprs = {p: cxx[p] if p in cxx else _default(kernel, p) for p in sig.constexprs}
         options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.backends.triton.params import check_values, param_kinds
 from jupyter_ktune.spec import KernelSpec
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -25,6 +26,7 @@ class TritonSignature:
     defaults: frozenset[str]
     line: int
     def_lines: Mapping[str, int]
+    kinds: Mapping[str, type] = field(default_factory=dict)  # params.param_kinds
 
     @property
     def runtime(self) -> tuple[str, ...]:
@@ -63,7 +65,8 @@ def parse_kernel(spec: KernelSpec) -> TritonSignature:
     constexprs = tuple(a.arg for a in args.args
                        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
     defaults = frozenset(a.arg for a in args.args[len(args.args) - len(args.defaults):])
-    return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines)
+    return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines,
+                           param_kinds(kernel))
 
 
 def check_cell(spec: KernelSpec) -> TritonSignature:
@@ -80,6 +83,7 @@ def check_cell(spec: KernelSpec) -> TritonSignature:
                             "option", line=spec.space.param(name).line,
                             fix=f"Add '{name}: tl.constexpr' to the kernel, or use one of "
                                 f"{', '.join(LAUNCH_OPTIONS)}.")
+    check_values(spec, sig.kinds, LAUNCH_OPTIONS)
     if spec.grid is None:
         raise CellError("the launch grid is not given", line=1,
                         fix="Add: # ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)  "

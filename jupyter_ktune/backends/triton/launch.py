@@ -48,7 +48,7 @@ class TritonBound:
     """The kernel with its arguments as tensors (CUDA or CPU) and its grid resolved."""
 
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
-        spec, sig, cfg = variant.spec, variant.sig, variant.cxx
+        spec, sig, cfg = variant.spec, variant.sig, variant.values
         self.variant = variant
         env: dict[str, Any] = dict(host_args)
         env.update(cfg)
@@ -135,9 +135,9 @@ class TritonVariant:
     def __init__(self, spec: KernelSpec, sig: TritonSignature, kernel: Any, config: Config,
                  device: str):
         self.spec, self.sig, self.kernel, self.device = spec, sig, kernel, device
-        self.cxx = spec.space.cxx_env(config)
-        self.constexprs = {p: self.cxx[p] for p in sig.constexprs if p in self.cxx}
-        self.options = {k: self.cxx[k] for k in LAUNCH_OPTIONS if k in self.cxx}
+        self.values = spec.space.py_env(config)  # "leaky_relu", not its index (issue 15)
+        self.constexprs = {p: self.values[p] for p in sig.constexprs if p in self.values}
+        self.options = {k: self.values[k] for k in LAUNCH_OPTIONS if k in self.values}
 
     def bind(self, host_args: Mapping[str, Any]) -> TritonBound:
         """Move the arguments to the device and resolve the grid."""
