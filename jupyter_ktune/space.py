@@ -7,28 +7,24 @@ from the environment passed to :meth:`Space.violations`.
 
 from __future__ import annotations
 
-import ast
+import functools
 import itertools
 import json
 import math
+import random
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.expr import compile_expr as compile_expr
+from jupyter_ktune.expr import eval_expr as eval_expr
 
 ParamValue = int | str
 
 _SWIZZLE_NAME = re.compile(r"^(none|(\d+)B)$", re.IGNORECASE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# Names usable inside constraint, grid and block expressions besides the parameters.
-_SAFE_FUNCS: dict[str, Any] = {
-    "min": min, "max": max, "abs": abs, "int": int, "round": round, "len": len,
-    "cdiv": lambda a, b: -(-a // b), "log2": math.log2, "prod": math.prod,
-}
-
 
 def cxx_value(value: ParamValue, choices: tuple[ParamValue, ...]) -> int:
     """Return the integer a value takes in C++ (template argument or macro).
@@ -64,12 +60,13 @@ class Param:
             raise CellError(f"parameter {self.name} lists a value twice", line=self.line,
                             fix="List each value once.")
 
-    @property
+    # cached: the controls ask once per value, which made a 1000-value slider take 0.25 s
+    @functools.cached_property
     def numeric(self) -> bool:
         """True when every value is an integer (a slider rather than a dropdown)."""
         return all(isinstance(v, int) for v in self.values)
 
-    @property
+    @functools.cached_property
     def powers_of_two(self) -> bool:
         """True when every value is a positive power of two (the slider shows 2^k)."""
         return self.numeric and all(v > 0 and v & (v - 1) == 0 for v in self.values)  # type: ignore[operator]
@@ -157,39 +154,24 @@ class Constraint:
         return bool(eval_expr(self._code, env, self.expr, self.line))
 
 
-def compile_expr(expr: str, line: int | None, what: str) -> Any:
-    """Compile a cell expression once, with a cell-line error when it is not valid Python."""
-    fix = "Write a Python expression, e.g. cdiv(n, BLOCK)."
-    try:
-        tree = ast.parse(expr.strip(), mode="eval")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                raise CellError(f"'{node.attr}' is not allowed in a {what} expression", line=line)
-        # compile() rejects what parses ('(yield)', 'await x'): also a cell error (issue 9)
-        return compile(tree, f"<ktune {what}>", "eval")
-    except SyntaxError as exc:
-        raise CellError(f"cannot parse the {what} expression '{expr.strip()}' ({exc.msg})",
-                        line=line, fix=fix) from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte, 300 nested '('
-        why = type(exc).__name__ if isinstance(exc, RecursionError | MemoryError) else str(exc)
-        raise CellError(f"cannot parse the {what} expression ({why})", line=line,
-                        fix=fix) from None
+SCAN_CONFIGS = 100_000  # configs a count or a search for the first valid one looks at
+COUNT_EXACTLY = 20_000  # a count up to this many configs is exact (about 0.2 s)
+ESTIMATE_DRAWS = 4_000  # random configs behind an estimated count (about 1.5% error at 50%)
 
 
-def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None) -> Any:
-    """Evaluate a compiled cell expression over ``env`` with a handful of safe helpers."""
-    scope = dict(_SAFE_FUNCS)
-    scope.update(env)
-    try:
-        return eval(code, {"__builtins__": {}}, scope)  # noqa: S307 - the user's own cell
-    except NameError as exc:
-        name = str(exc).split("'")[1] if "'" in str(exc) else str(exc)
-        raise CellError(f"'{name}' in '{text.strip()}' is neither a parameter nor an input",
-                        line=line, fix=f"Declare it (// ktune: {name} in [...]) or return it "
-                        "from the inputs function.") from None
-    except Exception as exc:  # noqa: BLE001 - any user-expression failure is a cell error
-        raise CellError(f"'{text.strip()}' failed: {type(exc).__name__}: {exc}",
-                        line=line) from None
+@dataclass(frozen=True)
+class SpaceCount:
+    """How many configs of a space are valid: ``n``, and whether it was counted or estimated."""
+
+    n: int
+    exact: bool
+    size: int
+
+    def text(self) -> str:
+        """``120 valid configs`` or ``about 3.2e+11 valid configs (of 1e+12, estimated)``."""
+        if self.exact:
+            return f"{self.n:,} valid configs"
+        return f"about {self.n:.2g} valid configs (of {self.size:.2g}, estimated by sampling)"
 
 
 @dataclass(frozen=True)
@@ -252,17 +234,87 @@ class Space:
         env.update(self.cxx_env(config))
         return [f"breaks 'require {c.expr.strip()}'" for c in self.constraints if not c.holds(env)]
 
-    def configs(self, limits: Mapping[str, Any] | None = None) -> Iterator[Config]:
-        """Yield every valid config in declaration order (first parameter slowest)."""
-        for combo in itertools.product(*(p.values for p in self.params)):
+    def configs(self, limits: Mapping[str, Any] | None = None,
+                scan: int | None = None) -> Iterator[Config]:
+        """Yield the valid configs in declaration order (first parameter slowest), lazily.
+
+        ``scan`` stops after that many configs were looked at, valid or not.
+        """
+        combos = itertools.product(*(p.values for p in self.params))
+        for combo in combos if scan is None else itertools.islice(combos, scan):
             c = Config(dict(zip(self.names, combo, strict=True)))
             if not self.violations(c, limits):
                 yield c
 
+    def at(self, index: int) -> Config:
+        """Return config number ``index`` of :meth:`configs`'s order, constraints not applied.
+
+        Decoded in mixed radix (the last parameter fastest), so a sampler can draw from a space
+        of 10**12 configs without listing it.
+        """
+        if not 0 <= index < self.size:
+            raise IndexError(f"config {index} of a space of {self.size}")
+        out: dict[str, ParamValue] = {}
+        for p in reversed(self.params):
+            index, i = divmod(index, len(p.values))
+            out[p.name] = p.values[i]
+        return Config(out)
+
+    def sample(self, k: int, limits: Mapping[str, Any] | None = None, seed: int = 0,
+               tries: int | None = None) -> list[Config]:
+        """Draw up to ``k`` distinct valid configs at random, without listing the space.
+
+        Stops after ``tries`` draws (default ``20 * k``), so a space whose constraints allow
+        almost nothing returns fewer than ``k`` instead of drawing forever.
+        """
+        rng = random.Random(seed)
+        seen: set[int] = set()
+        out: list[Config] = []
+        n = self.size
+        for _ in range(20 * k if tries is None else tries):
+            if len(out) >= k or len(seen) >= n:
+                break
+            i = rng.randrange(n)
+            if i in seen:
+                continue
+            seen.add(i)
+            c = self.at(i)
+            if not self.violations(c, limits):
+                out.append(c)
+        return out
+
+    def count(self, limits: Mapping[str, Any] | None = None,
+              scan: int = COUNT_EXACTLY) -> SpaceCount:
+        """Count the valid configs: exactly up to ``scan`` configs, else estimated by sampling.
+
+        The panel shows this count when it starts; listing a space of 10**12 configs to count
+        it froze the notebook (issue 15).
+        """
+        if self.size <= scan:
+            return SpaceCount(sum(1 for _ in self.configs(limits)), True, self.size)
+        if not self.constraints:
+            return SpaceCount(self.size, True, self.size)
+        draws = min(scan, ESTIMATE_DRAWS)
+        rng = random.Random(0)
+        valid = sum(not self.violations(self.at(rng.randrange(self.size)), limits)
+                    for _ in range(draws))
+        return SpaceCount(round(self.size * valid / draws), False, self.size)
+
     def default(self, limits: Mapping[str, Any] | None = None) -> Config:
-        """Return the first valid config; raise a cell error when none satisfies the constraints."""
-        for c in self.configs(limits):
+        """Return the first valid config; raise a cell error when none satisfies the constraints.
+
+        Looks at the first :data:`SCAN_CONFIGS` configs in order, then at as many random ones,
+        and gives up there: a space of 10**12 configs that allows none must not hang the cell.
+        """
+        for c in self.configs(limits, scan=SCAN_CONFIGS):
             return c
+        if self.size > SCAN_CONFIGS:
+            found = self.sample(1, limits, tries=SCAN_CONFIGS)
+            if found:
+                return found[0]
+            raise CellError(f"no valid config among {2 * SCAN_CONFIGS:,} of the space's "
+                            f"{self.size:,} (the first ones and random ones)",
+                            fix="Relax a 'require' line, or start at one: --config NAME=value.")
         raise CellError("no combination of the parameters satisfies the constraints",
                         fix="Relax a 'require' line or widen the value lists.")
 

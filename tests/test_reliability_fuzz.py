@@ -1,4 +1,4 @@
-"""Bad input, fuzzed with hypothesis (issue 9): the magic line, directives, config values, T4.
+"""Bad input, fuzzed with hypothesis (issues 9, 15): the magic line, directives, config values, T4.
 
 The only acceptable outcome is success or a ktune error (a :class:`KtuneError` whose message
 starts with ``[ktune]``; a :class:`CellError` tied to a line names it). Any other exception is an
@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import os
 import string
+import tempfile
+import warnings
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -18,7 +21,7 @@ from hypothesis import strategies as st
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.space import Constraint, Param, Space
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune.kerneltuner import from_t4
+from jupyter_ktune.tune.kerneltuner import T4Warning, from_t4, read_t4
 
 # derandomize: CI runs the same cases every time (a random seed found the range(2**63) case
 # below on the fifth run; set KTUNE_FUZZ_RANDOM=1 to explore new ones locally)
@@ -186,6 +189,72 @@ DOCS = st.one_of(JSON, st.fixed_dictionaries(
 @given(DOCS)
 def test_t4_import(doc):
     check(lambda: from_t4(doc, kernel="k", backend="cuda", device="d"), "T4 import")
+
+
+# values Kernel Tuner files should never hold, and did get imported (issue 15): NaN, inf,
+# negative times, the string "123" as a run list, booleans, nesting
+HOSTILE = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(),
+              st.sampled_from(["123", "", "0.5", "NaN", "-1"]), st.text(max_size=4)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=12)
+NUMS = st.one_of(st.floats(), st.integers(-10**4, 10**4), st.booleans(),
+                 st.sampled_from(["123", "0.5", "-1"]))
+TIMES = st.one_of(st.lists(NUMS, max_size=4), st.sampled_from(["123", ""]), HOSTILE)
+HOSTILE_ITEM = st.fixed_dictionaries({  # mostly usable configurations, so the times get read
+    "configuration": st.one_of(
+        st.just({"block_size_x": 128}),
+        st.dictionaries(st.sampled_from(["block_size_x", "t"]), st.one_of(NUMS, HOSTILE),
+                        max_size=2),
+        HOSTILE),
+}, optional={
+    "times": st.one_of(st.fixed_dictionaries({"runtimes": TIMES}), HOSTILE),
+    "invalidity": st.one_of(st.sampled_from(["correct", "compile", "timeout"]), HOSTILE),
+    "measurements": st.one_of(st.lists(st.fixed_dictionaries(
+        {"name": st.sampled_from(["time", "x"]), "value": TIMES | NUMS}), max_size=2), HOSTILE),
+})
+HOSTILE_DOCS = st.fixed_dictionaries(  # the document itself is fuzzed by test_t4_import
+    {"schema_version": st.just("1.0.0"), "results": st.lists(HOSTILE_ITEM, min_size=1,
+                                                              max_size=4)})
+
+
+def _imported_times_are_measurements(rows):
+    for r in rows:
+        if r.times_ms is not None:
+            assert r.times_ms.ndim == 1 and np.all(np.isfinite(r.times_ms)), r.times_ms
+            assert np.all(r.times_ms >= 0), r.times_ms
+    return rows
+
+
+@FUZZ
+@given(HOSTILE_DOCS, st.booleans())
+def test_t4_import_of_hostile_values_imports_only_measurements(doc, skip_bad):
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", T4Warning)
+            return _imported_times_are_measurements(from_t4(doc, skip_bad=skip_bad))
+
+    check(run, "T4 hostile values")
+
+
+JSON_TEXT = st.one_of(
+    st.text("[]{}\",:0123456789-.eE NaInfity", max_size=40),
+    st.builds(lambda n, s: '{"schema_version": "1.0.0", "results": ' + "[" * n + s + "]" * n + "}",
+              st.integers(1, 30_000), st.sampled_from(["", "1", '{"a": [', "NaN"])),
+    HOSTILE_DOCS.map(json.dumps))
+
+
+@FUZZ
+@given(JSON_TEXT)
+def test_t4_file_of_malformed_json_text(text):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "kt.json")
+        with open(path, "w") as f:
+            f.write(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", T4Warning)
+            check(lambda: _imported_times_are_measurements(read_t4(path)), "T4 file text")
 
 
 def test_t4_file_that_is_not_json_is_a_ktune_error(tmp_path):

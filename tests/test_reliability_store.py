@@ -1,5 +1,6 @@
 """Store integrity (issue 9): two notebooks writing one store, schema migration, and where
-ktune writes; plus the check that there is no server extension (so no endpoint to protect)."""
+ktune writes; plus the check that there is no server extension (so no endpoint to protect).
+"""
 
 from __future__ import annotations
 
@@ -57,7 +58,20 @@ def test_two_processes_writing_one_new_store_leave_it_whole(tmp_path, attempt):
         assert len(s) == 2 * ROWS + 50
 
 
-def test_a_version_0_file_is_migrated_and_a_version_1_file_is_read(tmp_path):
+def write_v1_store(path):
+    """Write a version 1 file by hand, as ktune 1 lays it out, with one row."""
+    conn = sqlite3.connect(path)
+    conn.executescript(_SCHEMA_V1)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO results VALUES ('h', '{\"BLOCK\":64}', 'd', '', 'sweep', 'k', "
+                 "'cuda', 'ok', '', 1.5, '[1.5]', 'events', NULL, NULL, 0)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_version_0_file_and_a_version_1_file_are_migrated_and_read(tmp_path):
     old = tmp_path / "v0.sqlite"
     conn = sqlite3.connect(old)  # version 0: a file with no ktune tables (and an unrelated one)
     conn.execute("CREATE TABLE notes (t TEXT)")
@@ -66,19 +80,13 @@ def test_a_version_0_file_is_migrated_and_a_version_1_file_is_read(tmp_path):
     with Store(old) as s:
         assert s.schema_found == 0 and len(s) == 0
         s.put(StoreKey("h", "d"), _result())
-    v1 = tmp_path / "v1.sqlite"  # a version 1 file written by hand, as ktune 1 lays it out
-    conn = sqlite3.connect(v1)
-    conn.executescript(_SCHEMA_V1)
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    conn.execute("INSERT INTO results VALUES ('h', '{\"BLOCK\":64}', 'd', '', 'sweep', 'k', "
-                 "'cuda', 'ok', '', 1.5, '[1.5]', 'events', NULL, NULL, 0)")
-    conn.commit()
-    conn.close()
-    with Store(v1) as s:
-        assert s.schema_found == 1 == SCHEMA_VERSION
+    v1 = write_v1_store(tmp_path / "v1.sqlite")
+    with Store(v1) as s:  # migrated to v2 (the attempts column), its row read
+        assert s.schema_found == 1 and SCHEMA_VERSION == 2
         (row,) = s.results(StoreKey("h", "d"))
-        assert row.status is Status.OK and row.median_ms == 1.5
+        assert row.status is Status.OK and row.median_ms == 1.5 and row.attempts == 1
+    with Store(v1) as s:
+        assert s.schema_found == 2 and len(s) == 1
 
 
 def test_a_file_that_is_not_a_store_is_a_ktune_error_naming_it(tmp_path):

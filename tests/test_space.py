@@ -214,6 +214,14 @@ def test_expressions_see_params_and_safe_helpers():
     ("cdiv(n,", "cannot parse the grid expression"),
     ("n.__class__", "'__class__' is not allowed"),
     ("n._private", "'_private' is not allowed"),
+    # nothing that could loop or format without bound (issue 15)
+    ("[x for x in (1, 2)]", "a comprehension is not allowed"),
+    ("(lambda: 1)()", "lambda is not allowed"),
+    ("f'{n:>999999999}'", "an f-string is not allowed"),
+    ("(m := 3)", "':=' is not allowed"),
+    ("'a'.center(10**9)", "calling 'center' is not allowed"),
+    ("open('x')", "calling 'open' is not allowed"),
+    ("a @ a", "'@' (matrix product) is not allowed"),
 ])
 def test_compile_expr_rejects_bad_expressions_on_their_line(expr, fragment):
     with pytest.raises(CellError) as e:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -77,35 +79,70 @@ def to_t4(rows: Iterable[StoredResult]) -> dict[str, Any]:
 
 
 class T4Error(KtuneError, ValueError):
-    """A T4 file ktune cannot read: not JSON, not T4, or a result without a usable field."""
+    """A T4 file ktune cannot read: not JSON, not T4, or results without usable fields."""
 
 
-def _t4_row(i: int, item: Any, kernel: str, backend: str, device: str) -> StoredResult:
-    """One T4 result; every malformed field is a :class:`T4Error` naming the result (issue 9)."""
-    where = f"[ktune] T4 result {i}"
+class T4Warning(UserWarning):
+    """T4 results skipped on import (``skip_bad=True``): how many, and why the first was."""
+
+
+MAX_LISTED = 10  # bad results named one per line in a T4Error; the rest are counted
+
+
+def _short(value: Any, n: int = 60) -> str:
+    """``repr`` cut to ``n`` characters; a value nested too deep to print says so."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "(nested too deep to show)"
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _number(v: Any) -> float | None:
+    """Return a run time in ms: a finite, non-negative JSON number, else None (not a bool)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and f >= 0 else None
+
+
+def _run_times(item: Mapping[str, Any]) -> tuple[list[Any] | None, str]:
+    """Return a result's raw run times: ``times.runtimes``, else the ``time`` measurement."""
+    times = item.get("times")
+    runtimes = times.get("runtimes") if isinstance(times, Mapping) else None
+    if runtimes is not None and runtimes != []:
+        if not isinstance(runtimes, list):  # the string "123" is not the runs [1, 2, 3]
+            return [runtimes], "times.runtimes"
+        return runtimes, "times.runtimes"
+    measurements = item.get("measurements")
+    if isinstance(measurements, list):
+        for m in measurements:
+            if isinstance(m, Mapping) and m.get("name") == "time" and "value" in m:
+                return [m["value"]], "the 'time' measurement"
+    return None, ""
+
+
+def _t4_row(item: Any, kernel: str, backend: str, device: str) -> StoredResult:
+    """One T4 result; a field that cannot be used raises a T4Error saying which and why."""
     if not isinstance(item, Mapping):
-        raise T4Error(f"{where} is a {type(item).__name__}, not an object")
+        raise T4Error(f"is a {type(item).__name__}, not an object")
     conf = item.get("configuration")
     if not isinstance(conf, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int | float | str) for k, v in conf.items()):
-        raise T4Error(f"{where} has no 'configuration' object of names and numbers or strings "
-                      f"(got {conf!r:.80})")
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, int | float | str)
+            and (not isinstance(v, float) or math.isfinite(v)) for k, v in conf.items()):
+        raise T4Error(f"has no 'configuration' object of names and finite numbers or strings "
+                      f"(got {_short(conf)})")
     invalidity = item.get("invalidity", "correct")
     status = _STATUS.get(invalidity, Status.RUNTIME_ERROR) if isinstance(invalidity, str) \
         else Status.RUNTIME_ERROR
-    times = item.get("times")
-    runtimes = (times.get("runtimes") if isinstance(times, Mapping) else None) or []
-    if not runtimes:
-        measurements = item.get("measurements") or []
-        t = None
-        if isinstance(measurements, list):
-            t = next((m.get("value") for m in measurements
-                      if isinstance(m, Mapping) and m.get("name") == "time"), None)
-        runtimes = [] if t is None else [t]
-    try:
-        arr = np.asarray([float(t) for t in runtimes], dtype=float) if runtimes else None
-    except (TypeError, ValueError):
-        raise T4Error(f"{where}: its run times are not numbers (got {runtimes!r:.80})") from None
+    raw, where = _run_times(item)
+    values = [_number(t) for t in raw or []]
+    if status is Status.OK and raw is not None and None in values:
+        bad = raw[values.index(None)]
+        raise T4Error(f"{where} holds {_short(bad, 30)}, which is not a run time "
+                      "(a finite, non-negative number of ms)")
+    # a failed variant's times are not measurements of a working kernel: kept only when usable
+    arr = np.asarray(values, dtype=float) if values and None not in values else None
     stamp = item.get("timestamp")
     try:
         created = _dt.datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) \
@@ -117,20 +154,37 @@ def _t4_row(i: int, item: Any, kernel: str, backend: str, device: str) -> Stored
                         device=device, created=created)
 
 
-def from_t4(doc: Mapping[str, Any], kernel: str = "", backend: str = "",
-            device: str = "") -> list[StoredResult]:
+def from_t4(doc: Mapping[str, Any], kernel: str = "", backend: str = "", device: str = "", *,
+            skip_bad: bool = False) -> list[StoredResult]:
     """Read a T4 document (as Kernel Tuner writes it) into stored-result rows.
 
-    Raises :class:`T4Error` (a ``ValueError``) naming the first result it cannot read.
+    Every value is checked: run times must be lists of finite, non-negative numbers, a
+    configuration an object of names and scalars. A result that fails is named on its own line
+    of one :class:`T4Error` (a ``ValueError``); with ``skip_bad=True`` it is left out instead and
+    a :class:`T4Warning` counts what was left out.
     """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("results"), list):
         raise T4Error("[ktune] not a T4 results file: it has no 'results' list "
                       "(Kernel Tuner writes one with tune_kernel(..., ) + store_output_file)")
-    version = str(doc.get("schema_version", ""))
-    if version.split(".")[0] != T4_VERSION.split(".")[0]:
-        raise T4Error(f"[ktune] T4 schema version {version!r:.40} is not supported "
+    version = doc.get("schema_version", "")
+    if not isinstance(version, str) or version.split(".")[0] != T4_VERSION.split(".")[0]:
+        raise T4Error(f"[ktune] T4 schema version {_short(version, 40)} is not supported "
                       f"(this ktune reads {T4_VERSION})")
-    return [_t4_row(i, item, kernel, backend, device) for i, item in enumerate(doc["results"])]
+    rows, bad = [], []
+    for i, item in enumerate(doc["results"]):
+        try:
+            rows.append(_t4_row(item, kernel, backend, device))
+        except T4Error as exc:
+            bad.append(f"result {i} {exc}")
+    if bad and not skip_bad:
+        more = f"\n  ... and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
+        raise T4Error(f"[ktune] {len(bad)} of {len(doc['results'])} T4 results cannot be "
+                      "imported (fix them, or pass skip_bad=True to import the rest):\n  "
+                      + "\n  ".join(bad[:MAX_LISTED]) + more)
+    if bad:
+        warnings.warn(f"[ktune] skipped {len(bad)} of {len(doc['results'])} T4 results that "
+                      f"cannot be imported; the first: {bad[0]}", T4Warning, stacklevel=2)
+    return rows
 
 
 def write_t4(path: str | Path, rows: Iterable[StoredResult]) -> Path:
@@ -143,21 +197,24 @@ def write_t4(path: str | Path, rows: Iterable[StoredResult]) -> Path:
 
 
 def read_t4(path: str | Path, **kw: Any) -> list[StoredResult]:
-    """Read a T4 results file; ``kw`` (kernel, backend, device) label the rows."""
+    """Read a T4 results file; ``kw`` (kernel, backend, device, skip_bad) go to :func:`from_t4`."""
     try:
         doc = json.loads(Path(path).read_text())
     except (ValueError, UnicodeDecodeError) as exc:
         raise T4Error(f"[ktune] {path} is not a JSON file ({exc})") from None
+    except RecursionError:  # '[' * 100000: json recurses once per level
+        raise T4Error(f"[ktune] {path} nests too deep to be a T4 results file") from None
     return from_t4(doc, **kw)
 
 
 def import_t4(path: str | Path, store: Any, key: Any, kernel: str = "",
-              backend: str = "") -> int:
+              backend: str = "", *, skip_bad: bool = False) -> int:
     """Read a T4 file into ``store`` under ``key`` (a StoreKey); returns the rows written.
 
     The rows then count as measured: a sweep of the same source, device and toolchain skips them.
+    Nothing is written when a result is bad, unless ``skip_bad=True`` (see :func:`from_t4`).
     """
-    rows = read_t4(path, kernel=kernel, backend=backend, device=key.device)
+    rows = read_t4(path, kernel=kernel, backend=backend, device=key.device, skip_bad=skip_bad)
     for r in rows:
         store.put(key, r.to_run_result(key.source_hash))
     return len(rows)

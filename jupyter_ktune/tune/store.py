@@ -8,6 +8,11 @@ JSON, so any statistic can be recomputed later and a sweep can resume where it s
 
 Each result is committed on its own (WAL, ``synchronous=NORMAL``): a ``kill -9`` of the worker or
 of the writing process loses at most the row being written, never the file.
+
+A store that cannot be written (a read-only folder or file, a full disk) is still read, through
+SQLite's ``mode=ro``, into memory; results are then kept there, with one warning that they are
+not saved, rather than ending the sweep with a traceback (issue 15). A row that cannot be decoded
+is skipped and counted (:attr:`Store.skipped`), with one warning.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,31 +32,20 @@ import numpy as np
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
+from jupyter_ktune.tune.store_schema import _SCHEMA_V1 as _SCHEMA_V1  # the tests write v1 files
+from jupyter_ktune.tune.store_schema import INSERT, connect, schema_version, unwritable
+from jupyter_ktune.tune.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from jupyter_ktune.tune.store_schema import StoreError as StoreError
+from jupyter_ktune.tune.store_schema import migrate as migrate
 
-SCHEMA_VERSION = 1
 DEFAULT_NAME = ".ktune.sqlite"
+# Failures that say nothing about the variant itself: run once more on resume (issue 15).
+TRANSIENT = frozenset({Status.CRASHED, Status.TIMEOUT})
+RETRIES = 1
 
-_SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS results (
-    source_hash TEXT NOT NULL,
-    config      TEXT NOT NULL,
-    device      TEXT NOT NULL,
-    toolchain   TEXT NOT NULL,
-    stage       TEXT NOT NULL DEFAULT 'sweep',
-    kernel      TEXT NOT NULL,
-    backend     TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    reason      TEXT NOT NULL DEFAULT '',
-    median_ms   REAL,
-    times_ms    TEXT,
-    method      TEXT,
-    measurement TEXT,
-    static      TEXT,
-    created     REAL NOT NULL,
-    PRIMARY KEY (source_hash, config, device, toolchain, stage)
-);
-CREATE INDEX IF NOT EXISTS results_by_kernel ON results (source_hash, device, toolchain, stage);
-"""
+
+class StoreWarning(UserWarning):
+    """Results not saved, or rows skipped: the sweep goes on, the user is told once."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +78,12 @@ class StoredResult:
     stage: str = "sweep"
     created: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+
+    @property
+    def retry(self) -> bool:
+        """True when this is a transient failure that a resume should run once more."""
+        return self.status in TRANSIENT and self.attempts <= RETRIES
 
     @property
     def median_ms(self) -> float | None:
@@ -105,27 +106,6 @@ class StoredResult:
         return RunResult(name=self.kernel, backend=self.backend, config=dict(self.config),
                          status=self.status, reason=self.reason, measurement=measurement,
                          device=self.device)
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the file's schema to :data:`SCHEMA_VERSION`; returns the version found before.
-
-    Version 0 is an empty file. Each later version adds one step here, in order, inside one
-    transaction, so a file written by an older ktune opens in a newer one.
-    """
-    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    found = int(row[0]) if row else 0
-    if found > SCHEMA_VERSION:
-        raise RuntimeError(f"[ktune] the store was written by a newer ktune (schema {found}, "
-                           f"this one reads {SCHEMA_VERSION}). "
-                           "Upgrade: pip install -U jupyter_ktune")
-    with conn:
-        if found < 1:
-            conn.executescript(_SCHEMA_V1)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                     (str(SCHEMA_VERSION),))
-    return found
 
 
 def _json(value: Any) -> str | None:
@@ -163,19 +143,72 @@ class Store:
     def __init__(self, path: str | Path | None = None):
         p = Path(path) if path is not None else Path.cwd()
         self.path = p / DEFAULT_NAME if p.is_dir() else p
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0,
-                                     isolation_level=None)
+        self._skipped: set[tuple] = set()  # keys of rows that could not be decoded
+        self.saving = True  # False: results are kept in memory only (see :meth:`put`)
+        self._why_unsaved = ""
+        self._warned: set[str] = set()
+        self._conn: sqlite3.Connection | None = None
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = connect(self.path)
             self.schema_found = self._setup()
-        except sqlite3.OperationalError:
-            self._conn.close()
-            raise
+        except StoreError as exc:  # a newer schema: name the file too
+            self._close_quietly()
+            raise StoreError(f"[ktune] {self.path}: {str(exc).removeprefix('[ktune] ')}") \
+                from None
+        except (OSError, sqlite3.OperationalError) as exc:
+            self._close_quietly()
+            if not unwritable(exc):
+                raise
+            self.schema_found = self._open_in_memory(exc)
         except sqlite3.DatabaseError as exc:  # not SQLite, or damaged (issue 9)
-            self._conn.close()
+            self._close_quietly()
             raise KtuneError(f"[ktune] {self.path} is not a ktune results store ({exc}). "
                              "Move it away, or pass store= another path.") from None
+
+    @property
+    def skipped(self) -> int:
+        """How many rows could not be decoded (each was skipped; one warning said so)."""
+        return len(self._skipped)
+
+    def _close_quietly(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _open_in_memory(self, why: BaseException) -> int:
+        """Read what the file holds (``mode=ro``) into memory, and keep new results there."""
+        mem = connect(":memory:")
+        found = 0
+        if self.path.is_file():
+            try:
+                ro = connect(self.path, "ro")
+            except sqlite3.OperationalError:  # a WAL file whose -shm cannot be created here
+                ro = connect(self.path, "ro&immutable=1")
+            try:
+                ro.execute("SELECT 1 FROM sqlite_master").fetchone()
+                ro.backup(mem)
+            except sqlite3.DatabaseError as exc:
+                raise KtuneError(f"[ktune] {self.path} is not a ktune results store ({exc}). "
+                                 "Move it away, or pass store= another path.") from None
+            finally:
+                ro.close()
+            mem.execute("CREATE TABLE IF NOT EXISTS meta "
+                        "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            found = schema_version(mem)
+        migrate(mem)
+        self._to_memory(mem, why)
+        return found
+
+    def _to_memory(self, mem: sqlite3.Connection, why: BaseException) -> None:
+        self._conn, self.saving = mem, False
+        self._why_unsaved = str(why).strip() or type(why).__name__
+
+    def _warn_once(self, kind: str, text: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(text, StoreWarning, stacklevel=3)
 
     def _setup(self, wait_s: float = 30.0) -> int:
         """WAL mode and migration, retried while another notebook holds the new file's lock.
@@ -197,7 +230,7 @@ class Store:
     def close(self) -> None:
         """Close the connection (committed rows are already on disk)."""
         with self._lock:
-            self._conn.close()
+            self._close_quietly()
 
     def __enter__(self) -> Store:
         return self
@@ -211,16 +244,43 @@ class Store:
         m = result.measurement
         times = None if m is None else np.asarray(m.timing.times_ms, dtype=float)
         method = "" if m is None else m.timing.method
-        row = (key.source_hash, Config(result.config).key(), key.device, key.toolchain, stage,
+        config = Config(result.config).key()
+        row = (key.source_hash, config, key.device, key.toolchain, stage,
                result.name, result.backend, result.status.value, result.reason,
                None if times is None or not times.size else float(np.median(times)),
                None if times is None else _json(times.tolist()), method,
                None if m is None else _json(m.to_dict() | {"timing": None}),
                _json(static_summary(result.static)), time.time())
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO results VALUES "
-                               "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            attempts = 1
+            if result.status in TRANSIENT:  # crashed again: count it, so resumes retry once
+                prev = self._conn.execute(
+                    "SELECT status, attempts FROM results WHERE source_hash=? AND config=? "
+                    "AND device=? AND toolchain=? AND stage=?", row[:5]).fetchone()
+                if prev is not None and prev[0] in {s.value for s in TRANSIENT}:
+                    attempts = int(prev[1]) + 1
+            row += (attempts,)
+            self._write(row)
+            self._skipped.discard(row[:5])  # a skipped row, timed again, is whole now
+        if not self.saving:
+            self._warn_once("unsaved", f"[ktune] {self.path}: cannot write the store "
+                            f"({self._why_unsaved}); results are kept in memory and are lost "
+                            "when the kernel stops. Free disk space, or pass store= a "
+                            "writable path.")
         return self._row(row)
+
+    def _write(self, row: tuple) -> None:
+        """Insert one row; a file that stops taking writes (full disk) hands over to memory."""
+        try:
+            self._conn.execute(INSERT, row)  # type: ignore[union-attr]
+        except sqlite3.OperationalError as exc:
+            if not self.saving or not unwritable(exc):
+                raise
+            mem = connect(":memory:")
+            self._conn.backup(mem)  # type: ignore[union-attr]
+            self._conn.close()  # type: ignore[union-attr]
+            self._to_memory(mem, exc)
+            mem.execute(INSERT, row)
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: StoreKey, config: Mapping[str, Any],
@@ -232,7 +292,7 @@ class Store:
                 "AND toolchain=? AND stage=?",
                 (key.source_hash, Config(config).key(), key.device, key.toolchain, stage),
             ).fetchone()
-        return None if row is None else self._row(row)
+        return None if row is None else next(iter(self._decode([row])), None)
 
     def results(self, key: StoreKey | None = None, stage: str | None = "sweep",
                 source_hash: str | None = None) -> list[StoredResult]:
@@ -250,7 +310,7 @@ class Store:
         sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "")
         with self._lock:
             rows = self._conn.execute(sql + " ORDER BY created", args).fetchall()
-        return [self._row(r) for r in rows]
+        return self._decode(rows)
 
     def keys(self) -> list[StoreKey]:
         """Every (source, device, toolchain) the store holds results for."""
@@ -266,13 +326,31 @@ class Store:
     def __iter__(self) -> Iterator[StoredResult]:
         return iter(self.results(stage=None))
 
+    def _decode(self, rows: list[tuple]) -> list[StoredResult]:
+        """Decode rows; one that cannot be decoded is skipped and counted, with one warning.
+
+        A hand-edited or half-written JSON blob used to end the whole sweep (issue 15).
+        """
+        out = []
+        for r in rows:
+            try:
+                out.append(self._row(r))
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                self._skipped.add(tuple(r[:5]))
+                self._warn_once("skipped", f"[ktune] {self.path}: skipped a result that cannot "
+                                f"be read ({type(exc).__name__}: {str(exc)[:80]}); such rows are "
+                                "timed again and counted in store.skipped.")
+        return out
+
     @staticmethod
     def _row(row: tuple) -> StoredResult:
         (_src, config, device, _tool, stage, kernel, backend, status, reason, _median, times,
-         method, _meas, static, created) = row
+         method, _meas, static, created, attempts) = row
         arr = None if times is None else np.asarray(json.loads(times), dtype=float)
-        return StoredResult(config=Config(json.loads(config)), status=Status(status),
+        if arr is not None and arr.ndim != 1:
+            raise ValueError(f"times_ms is not a list of numbers: {times[:40]}")
+        return StoredResult(config=Config(dict(json.loads(config))), status=Status(status),
                             reason=reason, times_ms=arr, method=method or "",
                             static=None if static is None else json.loads(static),
                             kernel=kernel, backend=backend, device=device, stage=stage,
-                            created=created)
+                            created=created, attempts=int(attempts))

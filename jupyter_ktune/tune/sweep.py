@@ -3,8 +3,10 @@
 ``tune(spec, ...)`` runs a whole sweep and returns a :class:`TuneReport`; :class:`Sweep` is the
 same as an object that can be stopped from another thread (the panel's Stop button). Results
 already in the store are never timed again (unless ``retime=True``), so a sweep that was killed
-resumes where it stopped. At the end the top ``top_k`` are re-timed with a larger budget on one
-device and compared with a bootstrap confidence interval (:mod:`jupyter_ktune.tune.report`).
+resumes where it stopped; a variant stored as crashed or timed out is run once more on resume,
+as the crash may have been the machine's, not the variant's. At the end the top ``top_k`` are
+re-timed with a larger budget on one device and compared with a bootstrap confidence interval
+(:mod:`jupyter_ktune.tune.report`).
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ class Sweep:
                     break
                 asked += 1
                 stored = None if retime else store.get(key, c)
+                if stored is not None and stored.retry:
+                    stored = None  # it crashed or timed out last time: run it once more
                 if stored is not None:
                     strategy.tell(c, stored.median_ms if stored.ok else None)
                     self._emit(evals, stored, True, total, t0, best)
@@ -279,7 +283,7 @@ class Sweep:
         best: list[StoredResult | None] = [None]
         for c, _ms in top:
             stored = None if self.options.retime else store.get(key, c, stage="final")
-            if stored is None:
+            if stored is None or stored.retry:
                 if self.stopped:
                     break
                 result = runner.submit(spec, c, pin=True).result()

@@ -33,7 +33,8 @@ class AutotuneBar:
 
     def __init__(self, panel: Any, store: str | Path | None = None):
         self.panel, self.store = panel, store
-        n = len(list(panel.session.spec.space.configs(panel.session.limits)))
+        count = panel.session.spec.space.count(panel.session.limits)  # never lists the space
+        n = count.n
         self.strategy = w.Dropdown(options=sorted(STRATEGIES), value=DEFAULT_STRATEGY,
                                    description="strategy", layout=w.Layout(width="220px"))
         self.budget = w.BoundedIntText(value=min(n, 64), min=1, max=max(n, 1),
@@ -41,7 +42,7 @@ class AutotuneBar:
         self.start_button = w.Button(description="Autotune", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
         self.bar = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="360px"))
-        self.label = w.HTML(f"<small>{n} valid configs</small>")
+        self.label = w.HTML(f"<small>{count.text()}</small>")
         self.start_button.on_click(lambda _b: self.start())
         self.stop_button.on_click(lambda _b: self.stop())
         self.box = w.VBox([w.HBox([self.strategy, self.budget]),
