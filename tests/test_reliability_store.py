@@ -16,7 +16,7 @@ import tomllib
 
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Status
-from jupyter_ktune.tune.store import _SCHEMA_V1, SCHEMA_VERSION, Store, StoreKey
+from jupyter_ktune.tune.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreKey
 
 ROOT = Path(__file__).parent.parent
 TESTS = Path(__file__).parent
@@ -61,7 +61,7 @@ def test_two_processes_writing_one_new_store_leave_it_whole(tmp_path, attempt):
 def write_v1_store(path):
     """Write a version 1 file by hand, as ktune 1 lays it out, with one row."""
     conn = sqlite3.connect(path)
-    conn.executescript(_SCHEMA_V1)
+    conn.executescript(SCHEMA_V1)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     conn.execute("INSERT INTO results VALUES ('h', '{\"BLOCK\":64}', 'd', '', 'sweep', 'k', "

@@ -32,7 +32,7 @@ import numpy as np
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.store_schema import _SCHEMA_V1 as _SCHEMA_V1  # the tests write v1 files
+from jupyter_ktune.tune.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
 from jupyter_ktune.tune.store_schema import INSERT, connect, schema_version, unwritable
 from jupyter_ktune.tune.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_ktune.tune.store_schema import StoreError as StoreError

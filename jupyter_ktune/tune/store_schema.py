@@ -14,7 +14,7 @@ from jupyter_ktune.errors import KtuneError
 
 SCHEMA_VERSION = 2
 
-_SCHEMA_V1 = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS results (
     source_hash TEXT NOT NULL,
     config      TEXT NOT NULL,
@@ -64,7 +64,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         found = schema_version(conn)
         if found < 1:
-            for stmt in filter(str.strip, _SCHEMA_V1.split(";")):
+            for stmt in filter(str.strip, SCHEMA_V1.split(";")):
                 conn.execute(stmt)
         if found < 2:
             conn.execute(_SCHEMA_V2)
@@ -77,7 +77,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     return found
     with conn:
         if found < 1:
-            conn.executescript(_SCHEMA_V1)
+            conn.executescript(SCHEMA_V1)
         if found < 2:
             conn.execute(_SCHEMA_V2)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
