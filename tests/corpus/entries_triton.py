@@ -273,6 +273,10 @@ TRITON = [
 ]
 
 
+def liger_block_rms_inputs():
+    return {**liger_rms_inputs(), "n_rows": R}
+
+
 def xf_rms_add_inputs():
     d = xf_rms_inputs()
     d["y_ptr"] = np.random.randn(R, C).astype(np.float32)
@@ -309,7 +313,7 @@ TRITON += [
     Entry("liger-block-rms-norm", "triton", LIGER,
           "liger_kernel.ops.rms_norm:_block_rms_norm_forward_kernel",
           "BLOCK_ROW tunable with a grid over row blocks; constexprs from inputs",
-          lambda: {**liger_rms_inputs(), "n_rows": R}, liger_rms_reference,
+          liger_block_rms_inputs, liger_rms_reference,
           "--inputs inputs --reference reference --out Y_ptr,RSTD_ptr --budget-ms 5",
           "# ktune: BLOCK_ROW in [2, 4]; grid = (triton.cdiv(n_rows, BLOCK_ROW),)",
           take=("imports", "_CASTING_MODE_NONE", "_CASTING_MODE_LLAMA", "_CASTING_MODE_GEMMA")),

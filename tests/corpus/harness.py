@@ -65,9 +65,14 @@ class Entry:
             if old not in edited:
                 raise LookupError(f"{self.id}: patch target not in the package source: {old!r}")
             edited = edited.replace(old, new)
-        changed = sum(1 for d in difflib.ndiff(original.splitlines(), edited.splitlines())
-                      if d[:1] in "+-")
-        parts = [p.strip("\n") for p in (self.directives, self.setup, edited, self.wrapper)]
+        ops = difflib.SequenceMatcher(None, original.splitlines(), edited.splitlines())
+        changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops.get_opcodes()
+                      if tag != "equal")
+        setup = self.setup
+        if self.backend == "cuda" and source.IMPORTS in self.take and setup:
+            head, _, tail = edited.partition("\n\n")  # C++ setup goes after the #includes
+            edited, setup = f"{head}\n{setup}\n\n{tail}", ""
+        parts = [p.strip("\n") for p in (self.directives, setup, edited, self.wrapper)]
         body = "\n".join(p for p in parts if p) + "\n"
         return f"{self.name} --backend {self.backend} {self.line}", body, changed
 
@@ -165,7 +170,13 @@ def run_entry(entry: Entry, worker: Any, workarounds: bool = True) -> Outcome:
     for _ in range(16):
         _run_once(entry, line, body, worker, out)
         out.as_written = out.as_written or f"{out.status}: {out.reason}"
-        extra = _one_value_tunable(out, entry) if workarounds else None
+        if not workarounds:
+            return out
+        if "'triton' in '" in out.reason and "triton.cdiv(" in body:  # directives know cdiv
+            out.workarounds.append("grid: triton.cdiv -> cdiv")
+            body = body.replace("grid = (triton.cdiv(", "grid = (cdiv(")
+            continue
+        extra = _one_value_tunable(out, entry)
         if extra is None:
             return out
         out.workarounds.append(extra)

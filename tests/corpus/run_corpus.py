@@ -73,16 +73,28 @@ def markdown(outcomes: list) -> str:
     """The docs/corpus.md table rows for these outcomes."""
     from corpus.entries import BY_ID
 
-    head = ("| kernel | package | construct | lines changed | lines ours | CPU result |\n"
-            "| --- | --- | --- | --- | --- | --- |")
+    head = ("| id | kernel | package | construct | lines changed | lines ours | CPU, as written "
+            "| CPU, with today's directive workarounds |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- |")
     rows = []
     for o in outcomes:
         e = BY_ID[o.id]
         result = "pass: " + o.reason if o.passed else f"**{o.status}**: {o.reason}"
-        result = result.replace("|", "\\|")[:220]
-        rows.append(f"| `{e.ref}` | {e.dist} {o.version} | {e.construct} | {o.changed} | "
-                    f"{o.ours} | {result} |")
+        first = o.as_written.split(". ")[0]
+        later = (f"{result} (after {len(o.workarounds)}: "
+                 f"{'; '.join(dict.fromkeys(o.workarounds))})" if o.workarounds else "same")
+        cells = [c.replace("|", "\\|").replace("[ktune] ", "")[:260]
+                 for c in (first, later)]
+        rows.append(f"| {o.id} | `{e.ref}` | {e.dist} {o.version} | {e.construct} | "
+                    f"{o.changed} | {o.ours} | {cells[0]} | {cells[1]} |")
     return "\n".join([head, *rows])
+
+
+def from_json(path: Path) -> list:
+    """Outcomes saved by ``--json`` (to redraw the table without running again)."""
+    from corpus.harness import Outcome
+
+    return [Outcome(**o) for o in json.loads(path.read_text())["outcomes"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated entry ids")
     ap.add_argument("--json", type=Path, help="write the outcomes here")
     ap.add_argument("--markdown", action="store_true", help="print the docs table")
+    ap.add_argument("--from-json", type=Path, help="redraw from saved outcomes, run nothing")
     args = ap.parse_args(argv)
+    if args.from_json:
+        print(markdown(from_json(args.from_json)))
+        return 0
     outcomes = run(args.only.split(",") if args.only else None)
     for o in outcomes:
         print(f"{o.id:28} {o.status:16} changed={o.changed} {o.reason[:150]}", flush=True)
