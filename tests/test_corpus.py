@@ -9,13 +9,24 @@ so the list only shrinks. Entries whose package is not installed are skipped
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from corpus import run_corpus
 from corpus.entries import BY_ID, ENTRIES
 from corpus.harness import run_entry
 from corpus.source import NotInstalled, module_file, version
 
-run_corpus.prepare_environment()  # before the module's worker starts: CPATH, interpreter
+
+@pytest.fixture(scope="module", autouse=True)
+def _corpus_environment():
+    """CPATH and the forced interpreter for this module's worker only (autouse runs first)."""
+    saved = dict(os.environ)
+    run_corpus.prepare_environment()
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
 
 # id -> words of the recorded failure ("status: reason"), from the survey of docs/corpus.md
 KNOWN_FAILING = {
