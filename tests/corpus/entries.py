@@ -1,0 +1,11 @@
+"""The corpus table: every entry, by backend (see harness.Entry for the fields)."""
+
+from __future__ import annotations
+
+from corpus.entries_cuda import CUDA
+from corpus.entries_pallas import PALLAS
+from corpus.entries_triton import TRITON
+
+ENTRIES = [*TRITON, *PALLAS, *CUDA]
+BY_ID = {e.id: e for e in ENTRIES}
+assert len(BY_ID) == len(ENTRIES), "corpus ids must be unique"

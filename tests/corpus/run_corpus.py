@@ -1,0 +1,125 @@
+"""Run the compatibility corpus on this machine and record what each published kernel did.
+
+    python tests/corpus/run_corpus.py [--only ID,ID] [--json out.json] [--markdown]
+
+Each entry's cell is built from the installed package's source plus our magic line, and run
+through ``jupyter_ktune.run_kernel`` in one device worker: Triton's interpreter and Pallas'
+interpret mode on a CPU, an sm_90 static compile for CUDA C++. The result per kernel is its
+status (``pass`` or the failure's kind), the one-line reason, the lines changed in the copied
+source, the lines we wrote, the package version and the full error text. ``tests/test_corpus.py``
+runs the same function from pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+ROOT = TESTS.parent
+
+
+def prepare_environment() -> None:
+    """What the worker needs: this checkout and ``corpus`` importable, the interpreter forced.
+
+    The worker is a separate interpreter that unpickles ``inputs``/``reference`` by reference,
+    so it must import ``corpus.entries_*``; forcing the interpreter makes a GPU machine give the
+    same CPU answers (run without ``KTUNE_FORCE_INTERPRET`` there for the device column).
+    """
+    for path in (str(ROOT), str(TESTS)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    parts = [str(TESTS), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    os.environ.setdefault("KTUNE_FORCE_INTERPRET", "1")
+    from corpus.entries_cuda import include_path
+
+    cpath = [*include_path(), *filter(None, os.environ.get("CPATH", "").split(os.pathsep))]
+    os.environ["CPATH"] = os.pathsep.join(dict.fromkeys(cpath))  # nvcc's -I, see entries_cuda
+
+
+def toolchain_versions() -> dict[str, str]:
+    """Versions of what the corpus runs on (packages that are not installed are left out)."""
+    out = {}
+    for dist in ("triton", "torch", "jax", "jaxlib", "numpy", "liger-kernel", "fla-core",
+                 "xformers", "flag-gems", "tokamax", "nvidia-cutlass", "nvidia-cuda-cccl"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def run(ids: list[str] | None = None, worker=None) -> list:
+    """Run the entries (all, or ``ids``) and return their Outcomes, in table order."""
+    from corpus.entries import BY_ID, ENTRIES
+    from corpus.harness import run_entry
+
+    chosen = [BY_ID[i] for i in ids] if ids else ENTRIES
+    if worker is not None:
+        return [run_entry(e, worker) for e in chosen]
+    from jupyter_ktune.runner.client import DeviceWorker
+
+    with DeviceWorker() as w:
+        return [run_entry(e, w) for e in chosen]
+
+
+def markdown(outcomes: list) -> str:
+    """The docs/corpus.md table rows for these outcomes."""
+    from corpus.entries import BY_ID
+
+    head = ("| id | kernel | package | construct | lines changed | lines ours | CPU, as written "
+            "| CPU, with today's directive workarounds |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- |")
+    rows = []
+    for o in outcomes:
+        e = BY_ID[o.id]
+        result = "pass: " + o.reason if o.passed else f"**{o.status}**: {o.reason}"
+        first = o.as_written.split(". ")[0]
+        later = (f"{result} (after {len(o.workarounds)}: "
+                 f"{'; '.join(dict.fromkeys(o.workarounds))})" if o.workarounds else "same")
+        cells = [c.replace("|", "\\|").replace("[ktune] ", "")[:260]
+                 for c in (first, later)]
+        rows.append(f"| {o.id} | `{e.ref}` | {e.dist} {o.version} | {e.construct} | "
+                    f"{o.changed} | {o.ours} | {cells[0]} | {cells[1]} |")
+    return "\n".join([head, *rows])
+
+
+def from_json(path: Path) -> list:
+    """Outcomes saved by ``--json`` (to redraw the table without running again)."""
+    from corpus.harness import Outcome
+
+    return [Outcome(**o) for o in json.loads(path.read_text())["outcomes"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    prepare_environment()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated entry ids")
+    ap.add_argument("--json", type=Path, help="write the outcomes here")
+    ap.add_argument("--markdown", action="store_true", help="print the docs table")
+    ap.add_argument("--from-json", type=Path, help="redraw from saved outcomes, run nothing")
+    args = ap.parse_args(argv)
+    if args.from_json:
+        print(markdown(from_json(args.from_json)))
+        return 0
+    outcomes = run(args.only.split(",") if args.only else None)
+    for o in outcomes:
+        print(f"{o.id:28} {o.status:16} changed={o.changed} {o.reason[:150]}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"versions": toolchain_versions(),
+                                         "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+    if args.markdown:
+        print(markdown(outcomes))
+    passed = sum(o.passed for o in outcomes)
+    print(f"{passed} of {len(outcomes)} kernels pass on this machine")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
