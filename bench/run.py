@@ -105,6 +105,10 @@ REGISTRY: dict[str, Bench] = {
     "fault_injection": Bench(
         "fault_injection.py", "--timeout 5 --out {out}", 150,
         "Does a sweep with faulting variants, a kill -9 and a resume lose any result?"),
+    "verdicts_fp32": Bench(
+        "verdicts_fp32.py", "--out {out}", 200,
+        "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "
+        "off-by-one fail?"),
 }
 
 
