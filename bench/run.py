@@ -183,7 +183,10 @@ def environment(env: dict[str, str]) -> str:
         f"nproc: {os.cpu_count()}",
         "python: " + sys.version.split()[0] + f" ({sys.executable})",
         out([sys.executable, "-c", VERSIONS]),
-        "commit: " + out(["git", "rev-parse", "HEAD"]).splitlines()[0],
+        # the device tool copies the working tree with a .git that may be stale: the caller
+        # names the commit it sent in KTUNE_COMMIT, and git's own answer is kept beside it
+        "commit: " + os.environ.get("KTUNE_COMMIT", "(KTUNE_COMMIT not set)")
+        + " (git here: " + out(["git", "rev-parse", "HEAD"]).splitlines()[0] + ")",
         "PYTHONPATH: " + env.get("PYTHONPATH", ""),
     ]) + "\n"
 
