@@ -191,3 +191,14 @@ def test_device_shows_a_table_of_every_backend():
     named = {row.split()[0] for row in rows if row.strip()}
     assert {"cuda", "triton", "pallas"} <= named
     assert "DeviceInfo(" not in proc.stdout
+
+
+def test_the_readme_documents_every_exit_code():
+    from pathlib import Path
+
+    from jupyter_ktune.cli import Exit
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    table = readme.split("The exit code says what happened:", 1)[1].split("\n\n")[1]
+    documented = {int(row.split("|")[1]) for row in table.splitlines()[2:]}
+    assert documented == {int(e) for e in Exit}
