@@ -2,10 +2,10 @@
 
 A backend whose runtime is missing does not fail as a compile error on cell line 1 (the import
 in the cell's prelude): the variant "cannot run here", and the reason names what is missing and
-the exact command that adds it, e.g.
-``cannot run here: the Triton backend needs triton, which is not installed. Add it: python -m pip
-install triton``. The backends call :func:`missing_dependency` (or :func:`require`) where they
-import their runtime, so every message comes from this one table (issue 16).
+the exact command that adds it, e.g. ``cannot run here · [ktune] the Triton backend needs
+triton, which is not installed. Add it: python -m pip install triton``. The backends call
+:func:`missing_dependency` (or :func:`require`, or :func:`missing_reason` for a DeviceInfo)
+where they import their runtime, so every message comes from this one table (issue 16).
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ def install_hint(module: str) -> str:
     return f"Add it: {req.command}" + (f" ({req.note})." if req.note else ".")
 
 
-def missing_dependency(module: str, needed_for: str | None = None) -> CannotRun:
-    """Return the error for a missing optional module: it cannot run here, and why.
+def missing_reason(module: str, needed_for: str | None = None) -> str:
+    """Return why a variant cannot run when ``module`` is missing: what needs it and the fix.
+
+    This is a DeviceInfo's ``reason``; the status "cannot run here" is shown beside it.
 
     Parameters
     ----------
@@ -75,15 +77,28 @@ def missing_dependency(module: str, needed_for: str | None = None) -> CannotRun:
 
     Examples
     --------
-    >>> str(missing_dependency("jax"))  # doctest: +NORMALIZE_WHITESPACE
-    '[ktune] cannot run here: the Pallas backend needs jax, which is not installed.
+    >>> missing_reason("jax")  # doctest: +NORMALIZE_WHITESPACE
+    'the Pallas backend needs jax, which is not installed.
     Add it: python -m pip install jax (on an NVIDIA GPU: python -m pip install "jax[cuda13]").'
     """
     top = module.partition(".")[0]
     req = REQUIREMENTS.get(top)
     what = needed_for or (req.needed_for if req else "this cell")
-    return CannotRun(f"{PREFIX} cannot run here: {what} needs {top}, which is not installed. "
-                     f"{install_hint(top)}")
+    return f"{what} needs {top}, which is not installed. {install_hint(top)}"
+
+
+def missing_dependency(module: str, needed_for: str | None = None) -> CannotRun:
+    """Return the error a backend raises for a missing module: "cannot run here", and why.
+
+    ``execute.run_variant`` turns a CannotRun from ``compile`` into the "cannot run here" status
+    with this message as the reason (see :func:`missing_reason` for the parameters).
+
+    Examples
+    --------
+    >>> raise missing_dependency("triton")  # doctest: +SKIP
+    CannotRun: [ktune] the Triton backend needs triton, which is not installed. Add it: ...
+    """
+    return CannotRun(f"{PREFIX} {missing_reason(module, needed_for)}")
 
 
 def missing_from(exc: BaseException) -> CannotRun | None:

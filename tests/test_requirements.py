@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from jupyter_ktune.errors import CannotRun
-from jupyter_ktune.requirements import REQUIREMENTS, missing_dependency, missing_from, require
+from jupyter_ktune.requirements import (
+    REQUIREMENTS,
+    missing_dependency,
+    missing_from,
+    missing_reason,
+    require,
+)
 
 
 @pytest.mark.parametrize(("module", "command"), [
@@ -18,7 +24,7 @@ def test_the_message_says_cannot_run_what_is_missing_and_the_command(module, com
     err = missing_dependency(module)
     text = str(err)
     assert isinstance(err, CannotRun)
-    assert text.startswith("[ktune] cannot run here: ")
+    assert text.startswith("[ktune] ")  # the status beside it says "cannot run here"
     assert f"needs {module}, which is not installed" in text
     assert f"Add it: {command}" in text and "\n" not in text
 
@@ -44,3 +50,8 @@ def test_require_imports_or_raises_cannot_run(monkeypatch):
     monkeypatch.setitem(REQUIREMENTS, "ktune_absent_mod", REQUIREMENTS["jax"])
     with pytest.raises(CannotRun, match="needs ktune_absent_mod, which is not installed"):
         require("ktune_absent_mod")
+
+
+def test_the_device_reason_is_the_message_without_the_prefix():
+    assert str(missing_dependency("cupy")) == f"[ktune] {missing_reason('cupy')}"
+    assert missing_reason("cupy").startswith("running CUDA C++ cells on a GPU")
