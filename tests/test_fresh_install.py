@@ -58,10 +58,19 @@ def fresh_copy(dest: Path) -> Path:
             if src.is_file():
                 (dest / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest / name)
-    else:  # an unpacked sdist: everything but build outputs
-        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
-            "node_modules", "lib", ".git", "labextension", "*.egg-info", "__pycache__"))
+    else:  # not a git checkout: everything but what a build or a test run leaves behind
+        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=_build_outputs)
     return dest
+
+
+# build outputs, relative to the root (labextension/ itself is the extension's source)
+BUILT = {"lib", "jupyter_ktune/labextension", "tsconfig.tsbuildinfo", "ui-tests/test-results"}
+
+
+def _build_outputs(folder: str, names: list[str]) -> set[str]:
+    rel = Path(folder).relative_to(ROOT)
+    return {n for n in names if n in ("node_modules", ".git", "__pycache__", ".pytest_cache")
+            or (rel / n).as_posix() in BUILT}
 
 
 def clean_env(venv: Path) -> dict[str, str]:
