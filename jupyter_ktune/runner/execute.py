@@ -212,8 +212,9 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         # the runtime compiler's messages win: they are about the code that would have run
         source = runtime_failure if runtime_failure and runtime_failure.diagnostics else failure
         diagnostics = tuple(source.diagnostics) if source else ()
-        if failure and status is not Status.COMPILE_ERROR and not reason:
-            reason = str(failure) if failure.diagnostics else failure.log
+        if failure and status is not Status.COMPILE_ERROR:  # never drop why there is no report
+            why = str(failure) if failure.diagnostics else failure.log
+            reason = f"{reason}; {why}" if reason else why
         return RunResult(**base, status=status, reason=reason, static=static,
                          diagnostics=diagnostics, device=device.name, **kw)
 

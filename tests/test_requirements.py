@@ -1,0 +1,57 @@
+"""A missing optional module is "cannot run here" with what is missing and the command to add it."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_ktune.errors import CannotRun
+from jupyter_ktune.requirements import (
+    REQUIREMENTS,
+    missing_dependency,
+    missing_from,
+    missing_reason,
+    require,
+)
+
+
+@pytest.mark.parametrize(("module", "command"), [
+    ("triton", "python -m pip install triton"),
+    ("torch", "python -m pip install torch"),
+    ("jax", "python -m pip install jax"),
+    ("cupy", 'python -m pip install "jupyter_ktune[cuda]"'),
+])
+def test_the_message_says_cannot_run_what_is_missing_and_the_command(module, command):
+    err = missing_dependency(module)
+    text = str(err)
+    assert isinstance(err, CannotRun)
+    assert text.startswith("[ktune] ")  # the status beside it says "cannot run here"
+    assert f"needs {module}, which is not installed" in text
+    assert f"Add it: {command}" in text and "\n" not in text
+
+
+def test_torch_says_which_build_a_machine_without_a_gpu_needs():
+    assert "CPU build" in str(missing_dependency("torch"))
+
+
+def test_a_submodule_names_its_package():
+    assert "needs jax," in str(missing_dependency("jax.experimental.pallas"))
+
+
+def test_a_module_not_found_error_of_a_known_dependency_becomes_cannot_run():
+    typo = ModuleNotFoundError("No module named 'numpyy'", name="numpyy")
+    assert missing_from(typo) is None  # unknown: stays the cell's own error, on its line
+    exc = ModuleNotFoundError("No module named 'triton'", name="triton")
+    assert "needs triton" in str(missing_from(exc))
+    assert missing_from(ValueError("x")) is None
+
+
+def test_require_imports_or_raises_cannot_run(monkeypatch):
+    assert require("json").__name__ == "json"
+    monkeypatch.setitem(REQUIREMENTS, "ktune_absent_mod", REQUIREMENTS["jax"])
+    with pytest.raises(CannotRun, match="needs ktune_absent_mod, which is not installed"):
+        require("ktune_absent_mod")
+
+
+def test_the_device_reason_is_the_message_without_the_prefix():
+    assert str(missing_dependency("cupy")) == f"[ktune] {missing_reason('cupy')}"
+    assert missing_reason("cupy").startswith("running CUDA C++ cells on a GPU")
