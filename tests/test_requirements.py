@@ -55,3 +55,17 @@ def test_require_imports_or_raises_cannot_run(monkeypatch):
 def test_the_device_reason_is_the_message_without_the_prefix():
     assert str(missing_dependency("cupy")) == f"[ktune] {missing_reason('cupy')}"
     assert missing_reason("cupy").startswith("running CUDA C++ cells on a GPU")
+
+
+def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):
+    """The cell's prelude imports triton: its absence is "cannot run here" with the install
+    command, not a compile error on cell line 1."""
+    from jupyter_ktune.backends.triton import backend as tb
+
+    def no_triton(*_a, **_k):
+        raise ModuleNotFoundError("No module named 'triton'", name="triton")
+
+    monkeypatch.setattr(tb, "load_module", no_triton)
+    spec = type("S", (), {"source": "", "name": "k", "body_line": 2})()
+    with pytest.raises(CannotRun, match="pip install triton"):
+        tb.BACKEND._module(spec)

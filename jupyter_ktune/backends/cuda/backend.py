@@ -38,6 +38,7 @@ from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
+from jupyter_ktune.requirements import missing_reason
 from jupyter_ktune.spec import KernelSpec
 
 # CUDA errors after which the context is unusable (sticky): the worker must restart.
@@ -65,8 +66,8 @@ class CudaBackend:
         try:
             import cupy
         except ImportError:
-            return DeviceInfo(False, "no CuPy", reason="CuPy is not installed, so CUDA C++ cannot "
-                              "run here (pip install cupy-cuda13x); the static report still works")
+            return DeviceInfo(False, "no CuPy", reason=missing_reason("cupy")
+                              + " The static report still works without it.")
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # noqa: BLE001 - no driver / no device

@@ -76,6 +76,7 @@ from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.requirements import missing_reason
 from jupyter_ktune.variant_key import variant_key
 
 
@@ -123,8 +124,7 @@ class PallasBackend:
         try:
             import jax
         except ImportError:
-            return DeviceInfo(False, "no JAX", reason="JAX is not installed, so Pallas cells "
-                              "cannot run here (pip install jax; on a GPU jax[cuda13])")
+            return DeviceInfo(False, "no JAX", reason=missing_reason("jax"))
         t = self.target
         limits = {"SM_COUNT": t.sm_count} if t.sm_count else {}
         toolchain = {"jax": jax.__version__, "lowerings": ", ".join(t.offers)}

@@ -44,6 +44,7 @@ from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
 from jupyter_ktune.space import Config
+from jupyter_ktune.requirements import missing_from, missing_reason
 from jupyter_ktune.spec import KernelSpec
 
 INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
@@ -79,8 +80,7 @@ class TritonBackend:
             import torch
             import triton
         except ImportError as exc:
-            return DeviceInfo(False, "no Triton", reason=f"the Triton backend needs triton and "
-                              f"torch (pip install triton torch): {exc}")
+            return DeviceInfo(False, "no Triton", reason=missing_reason(exc.name or "triton"))
         tools = {"triton": triton.__version__, "torch": torch.__version__}
         if interpret:
             return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools)
@@ -105,7 +105,7 @@ class TritonBackend:
         try:
             return load_module(spec.source, spec.name, spec.body_line)
         except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
-            raise import_failure(exc, "ktune_triton_") from None
+            raise (missing_from(exc) or import_failure(exc, "ktune_triton_")) from None
 
     def _aot_compile(self, spec: KernelSpec, config: Config) -> Any:
         """Compile for ``spec.options.arch`` without a GPU; shared by the static report and
