@@ -55,17 +55,20 @@ SPACE = [
 
 
 def kernel_cell() -> tuple[str, str]:
-    """(magic line without ``%%kernel``, body) of the notebook's kernel cell."""
-    import nbformat
+    """(magic line without ``%%kernel``, body) of the notebook's kernel cell.
 
-    nb = nbformat.read(NB, as_version=4)
-    src = next(c.source for c in nb.cells if c.source.startswith("%%kernel gemm_wgmma"))
+    Read as plain JSON, so the GPU machine needs no nbformat.
+    """
+    cells = json.loads(NB.read_text())["cells"]
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+               for c in cells]
+    src = next(s for s in sources if s.startswith("%%kernel gemm_wgmma"))
     line, body = src.split("\n", 1)
     return line.removeprefix("%%kernel").strip(), body
 
 
 def make_inputs(n: int):
-    """An inputs function for n^3 (M = N = K), as the notebook's."""
+    """Return an inputs function for n^3 (M = N = K), the notebook's own."""
     def inputs() -> dict[str, Any]:
         import ml_dtypes
         import numpy as np
