@@ -5,6 +5,7 @@ backends, measure) imports no IPython, so scripts and tests use it directly.
 """
 
 from jupyter_ktune.api import run_kernel as run_kernel
+from jupyter_ktune.backends.cuda.tensormap import tma as tma
 from jupyter_ktune.results import RunResult as RunResult
 from jupyter_ktune.results import Status as Status
 from jupyter_ktune.spec import KernelSpec as KernelSpec

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
@@ -119,7 +120,9 @@ class CudaBackend:
             raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(exc.log)) from None
 
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant:
-        """NVRTC-compile and load the variant (worker only)."""
+        """NVRTC-compile and load the variant (worker only); nvcc for sm_90a (:mod:`.archcubin`)."""
+        if is_arch_specific(spec.options.arch):
+            return compile_arch_specific(self, spec, config)
         import cupy
 
         sig = parse_signature(spec)

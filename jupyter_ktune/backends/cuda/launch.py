@@ -13,6 +13,11 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.cuda.source import KernelSignature
+from jupyter_ktune.backends.cuda.tensormap import (
+    LibcudaEncoder,
+    is_tensormap_param,
+    tensormap_value,
+)
 from jupyter_ktune.errors import CellError, OutOfResources
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
@@ -52,14 +57,18 @@ class CudaBound:
         self._cupy = cupy
         self.variant = variant
         spec, sig = variant.spec, variant.sig
-        env: dict[str, Any] = dict(host_args)
+        # device limits (SM_COUNT for a persistent grid), then the inputs, then the tunables
+        env: dict[str, Any] = dict(variant.limits)
+        env.update(host_args)
         env.update(variant.cxx)
         self.grid = dim3(spec.grid(env), "grid", spec)  # type: ignore[misc]
         self.block = dim3(spec.block(env), "block", spec) if spec.block else variant.default_block
         self.smem = int(spec.smem(env)) if spec.smem else 0
         self._check_resources()
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
-        args = []
+        args: list[Any] = []
+        devices: dict[str, Any] = {}
+        tensormaps: dict[int, str] = {}  # built once every array is on the device
         for p in sig.params:
             if p.name not in host_args:
                 raise CellError(f"kernel parameter '{p.name}' has no value", line=sig.line,
@@ -71,10 +80,13 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' is a pointer but the inputs "
                                     f"give a {type(value).__name__}", line=sig.line,
                                     fix=f"Return a NumPy array for '{p.name}'.")
-                dev = self._to_device(value)
+                dev = devices[p.name] = self._to_device(value)
                 if p.name in spec.outputs:
                     self.outputs[p.name] = (dev, value.dtype)
                 args.append(dev)
+            elif is_tensormap_param(p.ctype):
+                tensormaps[len(args)] = p.name
+                args.append(None)
             else:
                 t = p.scalar_type
                 if t is None:
@@ -82,6 +94,11 @@ class CudaBound:
                                     "cannot be passed by value from Python", line=sig.line,
                                     fix="Use int, unsigned, long long, size_t, float or double.")
                 args.append(t(value))
+        if tensormaps:
+            encoder = LibcudaEncoder()
+            for i, name in tensormaps.items():
+                args[i] = tensormap_value(name, host_args[name], host_args, devices, env, encoder,
+                                          sig.line)
         missing = [o for o in spec.outputs if o not in self.outputs]
         if missing:
             raise CellError(f"--out names '{missing[0]}', which is not a pointer parameter of "
@@ -142,6 +159,7 @@ class CudaVariant:
                  expr: str, limits: Mapping[str, int]):
         self.spec, self.sig, self.cxx, self.fn, self.expr = spec, sig, cxx, fn, expr
         self.limits = limits
+        self.module: Any = None  # set where the variant was loaded from a cubin file
         block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 
