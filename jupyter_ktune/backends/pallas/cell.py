@@ -163,11 +163,16 @@ def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = str(path)
     module.__dict__.update(INTERPRET=lowering == "interpret", LOWERING=lowering)
-    try:
-        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
-    except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
-        raise cell_failure(exc, path) from None
+    # Registered before it runs, as an import would be: dataclasses, typing.get_type_hints and
+    # pickle look the class's module up in sys.modules while the cell is still executing.
     sys.modules[name] = module
+    try:
+        # dont_inherit: the cell gets its own __future__ flags, not this package's annotations
+        code = compile(path.read_text(), str(path), "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102
+    except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
+        sys.modules.pop(name, None)
+        raise cell_failure(exc, path) from None
     return module
 
 
