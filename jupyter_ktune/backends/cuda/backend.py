@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
@@ -30,10 +31,12 @@ from jupyter_ktune.backends.cuda.source import (
     include_dir,
     macro_defines,
     name_expression,
+    nvrtc_options,
     parse_diagnostics,
     parse_signature,
     static_source,
 )
+from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
@@ -51,7 +54,8 @@ class CudaBackend:
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
-        parse_signature(spec)
+        type_arguments(spec, parse_signature(spec))
+        include_dirs(spec)
         if spec.grid is None:
             raise CellError("the launch grid is not given", line=1,
                             fix="Add: // ktune: grid = cdiv(n, BLOCK)  "
@@ -103,7 +107,7 @@ class CudaBackend:
 
         sig = parse_signature(spec)
         cxx = spec.space.cxx_env(config)
-        src = static_source(spec, sig, cxx)
+        src = static_source(spec, sig, cxx, type_arguments(spec, sig))
         key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
         folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
         folder.mkdir(parents=True, exist_ok=True)
@@ -112,10 +116,12 @@ class CudaBackend:
         try:
             return compile_static(path, arch=spec.options.arch,
                                   defines=macro_defines(spec, sig, cxx),
-                                  include_dirs=[include_dir()], extra_flags=("-std=c++17",),
+                                  include_dirs=[include_dir(), *include_dirs(spec)],
+                                  extra_flags=("-std=c++17",),
                                   threads_per_block=static_block(spec, cxx))
         except CompileError as exc:
-            raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(exc.log)) from None
+            raise CompileFailure("cuda (nvcc)", exc.log,
+                                 parse_diagnostics(exc.log, sig.line)) from None
 
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant:
         """NVRTC-compile and load the variant (worker only)."""
@@ -123,18 +129,18 @@ class CudaBackend:
 
         sig = parse_signature(spec)
         cxx = spec.space.cxx_env(config)
-        expr = name_expression(spec, sig, cxx)
-        options = ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
-                   *(f"-D{k}={v}" for k, v in macro_defines(spec, sig, cxx).items()))
+        types = type_arguments(spec, sig)
+        expr = name_expression(spec, sig, cxx, types)
         try:
-            module = cupy.RawModule(code=device_source(spec), options=options,
+            module = cupy.RawModule(code=device_source(spec, macro_defines(spec, sig, cxx), types),
+                                    options=nvrtc_options(spec, sig, cxx),
                                     name_expressions=[expr])
             fn = module.get_function(expr)
             fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
         except cupy.cuda.compiler.CompileException as exc:
             log = exc.get_message()
-            raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(log)) from None
-        return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits)
+            raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(log, sig.line)) from None
+        return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits, types)
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.backends.cuda.source import KernelSignature
+from jupyter_ktune.backends.cuda.source import SCALAR_TYPES, KernelSignature
+from jupyter_ktune.backends.cuda.templates import NUMPY_OF_CTYPE
 from jupyter_ktune.errors import CellError, OutOfResources
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
@@ -76,7 +77,8 @@ class CudaBound:
                     self.outputs[p.name] = (dev, value.dtype)
                 args.append(dev)
             else:
-                t = p.scalar_type
+                ctype = variant.types.get(p.ctype, p.ctype)  # a by-value T of the template
+                t = SCALAR_TYPES.get(ctype) or NUMPY_OF_CTYPE.get(ctype)
                 if t is None:
                     raise CellError(f"kernel parameter '{p.name}' has type '{p.ctype}', which "
                                     "cannot be passed by value from Python", line=sig.line,
@@ -139,9 +141,9 @@ class CudaVariant:
     """One config compiled by NVRTC and loaded on the device."""
 
     def __init__(self, spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int], fn: Any,
-                 expr: str, limits: Mapping[str, int]):
+                 expr: str, limits: Mapping[str, int], types: Mapping[str, str] | None = None):
         self.spec, self.sig, self.cxx, self.fn, self.expr = spec, sig, cxx, fn, expr
-        self.limits = limits
+        self.limits, self.types = limits, dict(types or {})
         block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 

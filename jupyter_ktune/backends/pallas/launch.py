@@ -16,7 +16,6 @@ from jupyter_ktune.backends.pallas.cell import call_names, cell_failure
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.spec import KernelSpec
 
-
 #: SMs of the GPU that interpret mode stands in for (an H100/H200), for ops that ask.
 INTERPRET_SM_COUNT = 132
 
