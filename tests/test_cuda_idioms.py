@@ -145,3 +145,13 @@ def test_on_a_machine_without_a_gpu_a_failed_compile_is_a_compile_error_on_its_l
     result = run_variant(spec, spec.space.config())
     assert result.status is Status.COMPILE_ERROR, result.reason
     assert f"cell line {line}:" in result.reason and words in result.reason
+
+
+def test_a_block_over_the_threads_per_block_limit_is_refused_without_a_require_line():
+    spec = parse_cell("k --backend cuda --grid 1", "// ktune: BLOCK in [256, 2048]; block = BLOCK\n"
+                      "__global__ void k(float* y) { y[threadIdx.x] = 1; }\n")
+    with pytest.raises(CompileFailure) as e:
+        CudaBackend().static_report(spec, spec.space.config(BLOCK=2048))
+    d = e.value.diagnostics[0]
+    assert d.line == 2 and "a block of 2048 threads; a CUDA block has at most 1024" in d.message
+    assert "require BLOCK <= MAX_THREADS_PER_BLOCK" in d.message

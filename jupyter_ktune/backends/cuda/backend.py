@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.base import DeviceInfo, Variant, limits_for
 from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
@@ -38,7 +38,7 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
-from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -107,6 +107,7 @@ class CudaBackend:
 
         sig = parse_signature(spec)
         cxx = spec.space.cxx_env(config)
+        self._check_block(spec, static_block(spec, cxx))
         src = static_source(spec, sig, cxx, type_arguments(spec, sig))
         key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
         folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
@@ -122,6 +123,19 @@ class CudaBackend:
         except CompileError as exc:
             raise CompileFailure("cuda (nvcc)", exc.log,
                                  parse_diagnostics(exc.log, sig.line)) from None
+
+    def _check_block(self, spec: KernelSpec, threads: int | None) -> None:
+        """A block over the device's threads-per-block limit never launches, with or without a
+        ``require`` line: say so on the ``block`` line (the run path checks it again at bind,
+        against the compiled variant's own limit)."""
+        limit = limits_for(spec, self.device())["MAX_THREADS_PER_BLOCK"]
+        if threads is None or threads <= limit:
+            return
+        line = spec.block.line if spec.block is not None else 1
+        text = (f"a block of {threads} threads; a CUDA block has at most {limit} "
+                f"(MAX_THREADS_PER_BLOCK). Narrow the values, or add: // ktune: require "
+                f"{spec.block.text if spec.block else 'BLOCK'} <= MAX_THREADS_PER_BLOCK")
+        raise CompileFailure("cuda", text, [Diagnostic(line, "error", text)])
 
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant:
         """NVRTC-compile and load the variant (worker only)."""
