@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import DeviceInfo, Variant, limits_for
+from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
@@ -27,6 +28,7 @@ from jupyter_ktune.backends.cuda.launch import (
 from jupyter_ktune.backends.cuda.profile import profile_cuda
 from jupyter_ktune.backends.cuda.source import (
     CELL_FILE,
+    cell_constants,
     device_source,
     include_dir,
     macro_defines,
@@ -36,7 +38,7 @@ from jupyter_ktune.backends.cuda.source import (
     parse_signature,
     static_source,
 )
-from jupyter_ktune.backends.cuda.templates import type_arguments
+from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
@@ -56,6 +58,9 @@ class CudaBackend:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
         type_arguments(spec, parse_signature(spec))
         include_dirs(spec)
+        if symbols := cell_constants(spec):  # a symbol nobody fills reads zeros: say so now
+            check_names(spec, symbols, input_kinds(spec, symbols[0].line, "the inputs' names "
+                                                   "for __constant__ memory"))
         if spec.grid is None:
             raise CellError("the launch grid is not given", line=1,
                             fix="Add: // ktune: grid = cdiv(n, BLOCK)  "
@@ -154,7 +159,9 @@ class CudaBackend:
         except cupy.cuda.compiler.CompileException as exc:
             log = exc.get_message()
             raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(log, sig.line)) from None
-        return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits, types)
+        variant = CudaVariant(spec, sig, cxx, fn, expr, self.device().limits, types)
+        variant.module, variant.constants = module, cell_constants(spec)
+        return variant
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cuda.constants import ConstantSymbol, fill
 from jupyter_ktune.backends.cuda.source import SCALAR_TYPES, KernelSignature
 from jupyter_ktune.backends.cuda.templates import NUMPY_OF_CTYPE
 from jupyter_ktune.errors import CellError, OutOfResources
@@ -89,6 +90,7 @@ class CudaBound:
             raise CellError(f"--out names '{missing[0]}', which is not a pointer parameter of "
                             f"{spec.name}", line=1, fix="Name the kernel's output arrays in --out.")
         self.args = tuple(args)
+        fill(variant.module, spec, variant.constants, host_args)  # __constant__ from the inputs
 
     def _to_device(self, a: np.ndarray) -> Any:
         try:
@@ -144,6 +146,8 @@ class CudaVariant:
                  expr: str, limits: Mapping[str, int], types: Mapping[str, str] | None = None):
         self.spec, self.sig, self.cxx, self.fn, self.expr = spec, sig, cxx, fn, expr
         self.limits, self.types = limits, dict(types or {})
+        self.module: Any = None  # the loaded CuPy module: its __constant__ symbols get inputs
+        self.constants: tuple[ConstantSymbol, ...] = ()
         block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from jupyter_ktune.backends.cuda.launch import CudaVariant
 from jupyter_ktune.backends.cuda.source import (
+    cell_constants,
     device_source,
     macro_defines,
     name_expression,
@@ -239,7 +240,9 @@ def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
     module = cupy.RawModule(code=device_source(spec, macro_defines(spec, sig, cxx), types),
                             options=options, name_expressions=[expr])
     fn = module.get_function(expr)
-    return CudaVariant(spec, sig, cxx, fn, expr, limits, types), module
+    variant = CudaVariant(spec, sig, cxx, fn, expr, limits, types)
+    variant.module, variant.constants = module, cell_constants(spec)
+    return variant, module
 
 
 def profile_cuda(backend: Any, spec: Any, config: Any, host_args: dict[str, Any],

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cuda.constants import ConstantSymbol, constant_symbols
 from jupyter_ktune.backends.cuda.includes import header_hint, include_dirs
 from jupyter_ktune.backends.cuda.templates import (
     literal_pragmas,
@@ -86,6 +87,11 @@ def _strip_comments(src: str) -> str:
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, src, flags=re.S)
+
+
+def cell_constants(spec: KernelSpec) -> tuple[ConstantSymbol, ...]:
+    """The cell's ``__constant__`` declarations (not those in comments)."""
+    return constant_symbols(spec, _strip_comments(spec.source))
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:

@@ -46,24 +46,24 @@ def type_headers(ctypes: Iterable[str]) -> str:
     return "".join(f"#include <{h}>\n" for h in wanted)
 
 
-_dtypes: dict[str, dict[str, str]] = {}  # inputs function's code hash -> argument dtypes
+_kinds: dict[str, dict[str, str]] = {}  # inputs function's code hash -> name: dtype or ""
 
 
-def _input_dtypes(spec: KernelSpec, line: int | None) -> dict[str, str]:
-    """The dtype names of the inputs' arrays (inputs called once per inputs function)."""
+def input_kinds(spec: KernelSpec, line: int | None, why: str) -> dict[str, str]:
+    """Every name the inputs return, with its array's dtype name ("" for a scalar); the
+    inputs function is called once per inputs function (``why`` says what for, in an error)."""
     if spec.inputs is None:
         return {}
     key = code_hash(spec.inputs)
-    if key not in _dtypes:
+    if key not in _kinds:
         try:
             args = spec.inputs()
         except Exception as exc:  # noqa: BLE001 - the user's function
-            raise CellError(f"the inputs function failed while reading the dtypes that the "
-                            f"kernel's template types come from: {type(exc).__name__}: {exc}",
-                            line=line) from None
-        _dtypes[key] = {k: v.dtype.name for k, v in dict(args).items()
-                        if isinstance(v, np.ndarray)}
-    return _dtypes[key]
+            raise CellError(f"the inputs function failed while reading {why}: "
+                            f"{type(exc).__name__}: {exc}", line=line) from None
+        _kinds[key] = {k: v.dtype.name if isinstance(v, np.ndarray) else ""
+                       for k, v in dict(args).items()}
+    return _kinds[key]
 
 
 def type_arguments(spec: KernelSpec, sig: Any,
@@ -84,8 +84,8 @@ def type_arguments(spec: KernelSpec, sig: Any,
         if users:
             dtypes = ({k: v.dtype.name for k, v in host_args.items()
                        if isinstance(v, np.ndarray)} if host_args is not None
-                      else _input_dtypes(spec, sig.template_line))
-            dtype = next((dtypes[u] for u in users if u in dtypes), None)
+                      else input_kinds(spec, sig.template_line, "the dtypes of template types"))
+            dtype = next((dtypes[u] for u in users if dtypes.get(u)), None)
             if dtype in CTYPE_OF_DTYPE:
                 out[t] = CTYPE_OF_DTYPE[dtype]
                 continue
