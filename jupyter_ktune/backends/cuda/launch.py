@@ -48,7 +48,8 @@ def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
 class CudaBound:
     """A compiled kernel with its arguments on the device and its geometry resolved."""
 
-    def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any]):
+    def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any],
+                 shared: Mapping[str, Any] | None = None):
         import cupy
 
         self._cupy = cupy
@@ -61,6 +62,8 @@ class CudaBound:
         self.smem = int(spec.smem(env)) if spec.smem else 0
         self._check_resources()
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
+        self.device_args: dict[str, Any] = {}  # pointer name -> device array (a pipeline's
+        shared = shared or {}  # later stages take the arrays its earlier stages uploaded)
         args = []
         for p in sig.params:
             if p.name not in host_args:
@@ -73,7 +76,8 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' is a pointer but the inputs "
                                     f"give a {type(value).__name__}", line=sig.line,
                                     fix=f"Return a NumPy array for '{p.name}'.")
-                dev = self._to_device(value)
+                dev = shared[p.name] if p.name in shared else self._to_device(value)
+                self.device_args[p.name] = dev
                 if p.name in spec.outputs:
                     self.outputs[p.name] = (dev, value.dtype)
                 args.append(dev)
@@ -151,6 +155,8 @@ class CudaVariant:
         block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 
-    def bind(self, host_args: Mapping[str, Any]) -> CudaBound:
-        """Copy the arguments to the device and resolve the launch geometry."""
-        return CudaBound(self, host_args)
+    def bind(self, host_args: Mapping[str, Any],
+             shared: Mapping[str, Any] | None = None) -> CudaBound:
+        """Copy the arguments to the device (those not in ``shared`` already) and resolve the
+        launch geometry."""
+        return CudaBound(self, host_args, shared)

@@ -249,26 +249,36 @@ def nvrtc_options(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int],
 
 
 def device_source(spec: KernelSpec, macros: Mapping[str, Any] | None = None,
-                  types: Mapping[str, str] | None = None) -> str:
+                  types: Mapping[str, str] | None = None,
+                  constants: Mapping[str, int] | None = None) -> str:
     """Cell body behind a ``#line`` directive so diagnostics use cell line numbers; tunables
     that are ``macros`` are written into ``#pragma unroll`` lines as literals, and the header of
-    a template type argument (``__half``: ``cuda_fp16.h``) comes first."""
-    head = type_headers((types or {}).values())
-    body = literal_pragmas(spec.source, macros or {})
+    a template type argument (``__half``: ``cuda_fp16.h``) comes first. ``constants`` become
+    namespace-scope ``constexpr int``s: a pipeline's tunable that one stage takes as a template
+    parameter (which hides it there) and another reads as a plain name."""
+    head = type_headers((types or {}).values()) + "".join(
+        f"static constexpr int {k} = {v};\n" for k, v in (constants or {}).items())
+    body = literal_pragmas(spec.source, {**(constants or {}), **(macros or {})})
     return f'{head}#line {spec.body_line} "{CELL_FILE}"\n{body}\n'
 
 
 def static_source(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int],
                   types: Mapping[str, str] | None = None) -> str:
     """Source for nvcc: the cell plus an explicit instantiation of a template kernel."""
-    src = device_source(spec, macro_defines(spec, sig, cxx), types)
-    if sig.template_params:
-        values = dict(zip(sig.template_params, template_arguments(sig, cxx, types or {}),
-                          strict=True))
-        args = re.sub(r"\s+", " ", substitute(sig.raw_params, values).strip())
-        src += (f'#line 1 "ktune-instantiation"\n'
-                f"template __global__ void {name_expression(spec, sig, cxx, types)}({args});\n")
-    return src
+    return device_source(spec, macro_defines(spec, sig, cxx), types) + instantiation(
+        spec, sig, cxx, types)
+
+
+def instantiation(spec: KernelSpec, sig: KernelSignature, cxx: Mapping[str, int],
+                  types: Mapping[str, str] | None = None) -> str:
+    """The explicit instantiation nvcc needs to emit a template kernel ("" for a plain one)."""
+    if not sig.template_params:
+        return ""
+    values = dict(zip(sig.template_params, template_arguments(sig, cxx, types or {}),
+                      strict=True))
+    args = re.sub(r"\s+", " ", substitute(sig.raw_params, values).strip())
+    return (f'#line 1 "ktune-instantiation"\n'
+            f"template __global__ void {name_expression(spec, sig, cxx, types)}({args});\n")
 
 
 _SUMMARY = re.compile(r"\s*\d+ errors? detected in the compilation of .*$")
