@@ -36,10 +36,15 @@ _DIRECTIVE = re.compile(r"^\s*(?://|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
 _IN_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+(?P<values>.+)$")
 _ASSIGN_STMT = re.compile(r"^(?P<key>grid|block|smem|flops|bytes)\s*=\s*(?P<expr>.+)$")
 _REQUIRE_STMT = re.compile(r"^require\s+(?P<expr>.+)$")
+_INCLUDE_STMT = re.compile(r"^include(?:\s*=\s*|\s+)(?P<path>\S.*)$")
+# CUDA C++ only: a type for a template type parameter (``T = float``) or the kernel pipeline
+_TYPE_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<ctype>[A-Za-z_][\w:<> ,]*\**)$")
+_PIPELINE_STMT = re.compile(r"^pipeline\s*=\s*(?P<stages>\[.*\])$")
 _DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
                    "'NAME in range(1, 5)', "
                    "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
-                   "'require EXPR'.")
+                   "'require EXPR'; CUDA C++: 'include DIR' (or package:folder), "
+                   "'T = float' (a template type), 'pipeline = [k1(grid=..., block=...), ...]'.")
 
 
 @dataclass(frozen=True)
@@ -114,13 +119,17 @@ class KernelSpec:
     outputs: tuple[str, ...] = ()
     initial: Mapping[str, Any] = field(default_factory=dict)
     options: RunOptions = RunOptions()
+    includes: tuple[tuple[str, int | None], ...] = ()  # (folder, cell line): -I for CUDA C++
+    types: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)  # T -> (float, line)
+    pipeline: tuple[str, int | None] | None = None  # the pipeline directive's list, its line
 
     @property
     def source_hash(self) -> str:
         """SHA-256 over what changes the compiled code: an edited kernel never reuses timings."""
         h = hashlib.sha256()
         for part in (self.backend, self.name, self.source,
-                     *(e.text if e else "" for e in (self.grid, self.block, self.smem))):
+                     *(e.text if e else "" for e in (self.grid, self.block, self.smem)),
+                     *(path for path, _ in self.includes)):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()[:16]
@@ -193,6 +202,9 @@ class _Draft:
     params: dict[str, Param] = field(default_factory=dict)
     constraints: list[Constraint] = field(default_factory=list)
     exprs: dict[str, Expr] = field(default_factory=dict)
+    includes: list[tuple[str, int | None]] = field(default_factory=list)
+    types: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    pipeline: tuple[str, int | None] | None = None
 
 
 def _statement(stmt: str, line: int | None, draft: _Draft) -> None:
@@ -207,6 +219,12 @@ def _statement(stmt: str, line: int | None, draft: _Draft) -> None:
         draft.exprs[key] = Expr(m.group("expr"), line, key)
     elif m := _REQUIRE_STMT.match(stmt):
         draft.constraints.append(Constraint(m.group("expr"), line))
+    elif m := _INCLUDE_STMT.match(stmt):
+        draft.includes.append((m.group("path").strip().strip("'\""), line))
+    elif m := _PIPELINE_STMT.match(stmt):
+        draft.pipeline = (m.group("stages"), line)
+    elif m := _TYPE_STMT.match(stmt):
+        draft.types[m.group("name")] = (m.group("ctype").strip(), line)
     else:
         raise CellError(f"cannot read the ktune directive '{stmt}'", line=line, fix=_DIRECTIVE_HELP)
 
@@ -261,6 +279,8 @@ def _line_parser() -> _ArgParser:
     for key in ("grid", "block", "smem", "flops", "bytes"):
         p.add_argument(f"--{key}")
     p.add_argument("--require", action="append", default=[])
+    p.add_argument("--include", "-I", action="append", default=[],
+                   help="CUDA C++ include folder (or package:folder)")
     p.add_argument("--warm-cache", action="store_true")
     p.add_argument("--budget-ms", type=float, default=RunOptions.budget_ms)
     p.add_argument("--timeout", type=float, default=RunOptions.timeout_s)
@@ -350,6 +370,15 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
                          rtol=args.rtol, atol=args.atol, reduction=args.reduction,
                          static_only=args.static_only,
                          panel=not args.no_panel, result_name=_variable(args.result_name))
+    if args.backend != "cuda" and (draft.types or draft.pipeline or draft.includes
+                                   or args.include):
+        what = ("include" if draft.includes or args.include else
+                "pipeline" if draft.pipeline else f"{next(iter(draft.types))} = ...")
+        line_of = (draft.includes or [(None, 1)])[0][1] if what == "include" else (
+            draft.pipeline[1] if draft.pipeline else next(iter(draft.types.values()))[1])
+        raise CellError(f"'{what}' is a CUDA C++ directive; this cell is --backend "
+                        f"{args.backend}", line=line_of,
+                        fix="Remove it, or use --backend cuda.")
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
     reference = _lookup(namespace, args.reference, "--reference")
     if reference is not None and not outputs:
@@ -361,4 +390,5 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         flops=draft.exprs.get("flops"), bytes=draft.exprs.get("bytes"),
         inputs=_lookup(namespace, args.inputs, "--inputs"), reference=reference,
         compare=_lookup(namespace, args.compare, "--compare"), outputs=outputs, initial=initial,
-        options=options)
+        options=options, includes=(*((d, 1) for d in args.include), *draft.includes),
+        types=dict(draft.types), pipeline=draft.pipeline)

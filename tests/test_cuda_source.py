@@ -125,10 +125,23 @@ def test_untunable_template_parameter_names_the_template_line(body):
     assert e.value.line == 4
 
 
-def test_non_integer_template_parameter():
+def test_a_template_parameter_that_is_neither_a_type_nor_an_integer():
     with pytest.raises(CellError) as e:
-        _sig("// ktune: T in [1]\n\ntemplate <typename T> __global__ void k(T* y) {}", "k")
-    assert e.value.line == 4 and "is not an integer" in e.value.message
+        _sig("// ktune: X in [1]\n\ntemplate <float X> __global__ void k(float* y) {}", "k")
+    assert e.value.line == 4 and "neither a type nor an integer" in e.value.message
+
+
+@pytest.mark.parametrize("decl", [
+    "template <typename T, int N> __global__ void k(T* y, const T* __restrict__ x, int n)",
+    "template <class T, int N = 4>\n__global__ static\n__launch_bounds__(decltype(size("
+    "Layout{}))::value)\nvoid\nk(T* y, const T* __restrict__ x, int n)",
+])
+def test_type_template_parameters_and_static_kernels_with_launch_bounds_expressions(decl):
+    spec, sig = _sig(f"// ktune: N in [2, 4]\n#include <cute/tensor.hpp>\n{decl} {{}}\n", "k")
+    assert sig.template_params == ("T", "N") and sig.template_types == ("T",)
+    assert [(p.name, p.ctype, p.pointer) for p in sig.params] == [
+        ("y", "T", True), ("x", "T", True), ("n", "int", False)]
+    assert sig.template_line == 4
 
 
 def test_unreadable_parameter():

@@ -2,9 +2,10 @@
 (``nvidia-cutlass``) ships them under ``cutlass_library/source``.
 
 On a machine without a GPU the expected result is an sm_90 static compile (registers, shared
-memory, SASS). The kernels include CUTLASS headers; ktune has no flag for include folders
-today, so the harness exports them through ``CPATH`` (see :func:`include_path`), which nvcc
-honours: that is a workaround of the harness, listed in docs/corpus.md.
+memory, SASS). The kernels include CUTLASS headers; each cell names CUTLASS's include folders
+inside the wheel with one ``// ktune: include package:folder`` line (:data:`INCLUDES`), as a
+CUTLASS user passes ``-I``. (The survey before the include directive existed exported them
+through ``CPATH``; :func:`include_path` now returns nothing, so the harness adds no folders.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from corpus.harness import Entry
-from corpus.source import NotInstalled, package_root
 
 M, N = 8, 256
 UTIL = "cutlass_library/source/tools/util/include/cutlass/util"
@@ -20,13 +20,15 @@ TUTORIAL = "cutlass_library/source/examples/cute/tutorial"
 
 
 def include_path() -> list[str]:
-    """The include folders a CUTLASS user passes with -I: the library and its tools/util."""
-    try:
-        src = package_root("cutlass_library") / "source"
-    except NotInstalled:
-        return []
-    return [str(src / "include"), str(src / "tools/util/include"),
-            str(src / "tools/util/include/cutlass/util")]
+    """Folders the harness exports through ``CPATH``: none, the cells say ``include``."""
+    return []
+
+
+#: CUTLASS's include folders in the nvidia-cutlass wheel: the library, its tools/util, and the
+#: util folder itself (device_layernorm.h includes its sibling by a relative name).
+INCLUDES = ("// ktune: include cutlass_library:source/include; "
+            "include cutlass_library:source/tools/util/include; "
+            "include cutlass_library:source/tools/util/include/cutlass/util")
 
 
 def norm_inputs():
@@ -87,38 +89,41 @@ CUDA = [
     Entry("cutlass-rmsnorm-e1", "cuda", CUT, f"{UTIL}/device_rmsnorm.h:rmsnorm_twoPassAlgo_e1",
           "type template parameter T; helpers (warp/block reduce) from a CUTLASS header",
           norm_inputs, rms_reference, _NORM,
-          "// ktune: THREADS in [128, 256]; grid = m; block = THREADS", take=("imports",),
-          setup=_CUTLASS),
+          f"{INCLUDES}\n// ktune: THREADS in [128, 256]; grid = m; block = THREADS",
+          take=("imports",), setup=_CUTLASS),
     Entry("cutlass-rmsnorm-e8", "cuda", CUT, f"{UTIL}/device_rmsnorm.h:rmsnorm_twoPassAlgo_e8",
           "float4 / half2 vectorised pointers; no template", half_inputs, rms_reference, _NORM,
-          "// ktune: THREADS in [32, 64]; grid = m; block = THREADS", take=("imports",),
-          setup=_CUTLASS),
+          f"{INCLUDES}\n// ktune: THREADS in [32, 64]; grid = m; block = THREADS",
+          take=("imports",), setup=_CUTLASS),
     Entry("cutlass-layernorm-e1", "cuda", CUT,
           f"{UTIL}/device_layernorm.h:layernorm_twoPassAlgo_e1",
           "type template T; relative #include of a sibling header", norm_inputs, ln_reference,
-          _NORM, "// ktune: THREADS in [128, 256]; grid = m; block = THREADS",
+          _NORM, f"{INCLUDES}\n// ktune: THREADS in [128, 256]; grid = m; block = THREADS",
           take=("imports",), setup=_CUTLASS),
     Entry("cutlass-layernorm-local", "cuda", CUT,
           f"{UTIL}/device_layernorm.h:layernorm_twoPassAlgo_stored_locally_e1",
           "int template parameter as tunable (ITEM_PER_THREAD) beside a type parameter",
           norm_inputs, ln_reference, _NORM,
-          "// ktune: ITEM_PER_THREAD in [1, 2, 4]; grid = m; block = n / ITEM_PER_THREAD",
+          f"{INCLUDES}\n// ktune: ITEM_PER_THREAD in [1, 2, 4]; grid = m; "
+          "block = n / ITEM_PER_THREAD",
           take=("imports",), setup=_CUTLASS),
     Entry("cutlass-nchw-to-nhwc", "cuda", CUT,
           f"{UTIL}/device_nchw_to_nhwc.h:nchw_to_nhwc_kernel",
           "static shared tile 32x33; 3-D grid and 2-D block", transpose_inputs,
           transpose_reference, _NORM,
-          "// ktune: grid = (cdiv(h * w, 32), cdiv(c, 32), n); block = (32, 8)",
+          f"{INCLUDES}\n// ktune: grid = (cdiv(h * w, 32), cdiv(c, 32), n); block = (32, 8)",
           take=("imports",), setup=_CUTLASS),
     Entry("cutlass-pooling", "cuda", CUT,
           f"{UTIL}/device_nhwc_pooling.h:pooling_nhwc_element1_kernel",
           "bool template parameter (IS_AVG_POOLING) with a type parameter", pool_inputs,
           pool_reference, _NORM,
-          "// ktune: IS_AVG_POOLING in [1]; grid = cdiv(N * output_H * output_W * C, 256); "
+          f"{INCLUDES}\n// ktune: IS_AVG_POOLING in [1]; "
+          "grid = cdiv(N * output_H * output_W * C, 256); "
           "block = 256", take=("imports",), setup=_CUTLASS),
     Entry("cute-sgemm-1", "cuda", CUT, f"{TUTORIAL}/sgemm_1.cu:gemm_device",
           "CuTe tutorial GEMM: template over shapes, strides and layouts (typename params), "
           "__launch_bounds__ from a template expression", sgemm_inputs, sgemm_reference,
           "--inputs inputs --reference reference --out C",
-          "// ktune: grid = (cdiv(m, 128), cdiv(n, 128)); block = 256", take=("imports",)),
+          f"{INCLUDES}\n// ktune: grid = (cdiv(m, 128), cdiv(n, 128)); block = 256",
+          take=("imports",)),
 ]

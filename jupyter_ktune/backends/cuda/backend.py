@@ -17,26 +17,36 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.base import DeviceInfo, Variant, limits_for
 from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
+from jupyter_ktune.backends.cuda.constants import check_names
+from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
     static_block,
 )
+from jupyter_ktune.backends.cuda.pipeline import (
+    PipelineVariant,
+    kernels,
+    macro_signature,
+    stage_constants,
+)
 from jupyter_ktune.backends.cuda.profile import profile_cuda
 from jupyter_ktune.backends.cuda.source import (
     CELL_FILE,
+    cell_constants,
     device_source,
     include_dir,
+    instantiation,
     macro_defines,
     name_expression,
+    nvrtc_options,
     parse_diagnostics,
-    parse_signature,
-    static_source,
 )
+from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
-from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import missing_reason
@@ -53,12 +63,18 @@ class CudaBackend:
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
-        parse_signature(spec)
-        if spec.grid is None:
+        for one, sig in kernels(spec):
+            type_arguments(one, sig)
+        include_dirs(spec)
+        if symbols := cell_constants(spec):  # a symbol nobody fills reads zeros: say so now
+            check_names(spec, symbols, input_kinds(spec, symbols[0].line, "the inputs' names "
+                                                   "for __constant__ memory"))
+        if spec.grid is None and spec.pipeline is None:
             raise CellError("the launch grid is not given", line=1,
                             fix="Add: // ktune: grid = cdiv(n, BLOCK)  "
                                 "(or --grid on the magic line)")
-        if spec.block is None and not any(n in spec.space.names for n in FALLBACK_BLOCK_NAMES):
+        named_block = any(n in spec.space.names for n in FALLBACK_BLOCK_NAMES)
+        if spec.block is None and spec.pipeline is None and not named_block:
             raise CellError("the block size is not given", line=1,
                             fix="Add: // ktune: block = BLOCK  (or --block on the magic line)")
 
@@ -103,9 +119,18 @@ class CudaBackend:
         """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
         from jupyter_ktune.measure.static import CompileError, compile_static
 
-        sig = parse_signature(spec)
+        stages = kernels(spec)
         cxx = spec.space.cxx_env(config)
-        src = static_source(spec, sig, cxx)
+        types: dict[str, str] = {}
+        for one, one_sig in stages:
+            self._check_block(one, static_block(one, cxx))
+            types.update(type_arguments(one, one_sig))
+        first, first_sig = stages[0]
+        sig = macro_signature([s for _, s in stages])
+        src = device_source(spec, macro_defines(spec, sig, cxx), types,
+                            stage_constants(stages, cxx)) + "".join(
+            instantiation(one, one_sig, cxx, type_arguments(one, one_sig))
+            for one, one_sig in stages)
         key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
         folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
         folder.mkdir(parents=True, exist_ok=True)
@@ -114,31 +139,59 @@ class CudaBackend:
         try:
             return compile_static(path, arch=spec.options.arch,
                                   defines=macro_defines(spec, sig, cxx),
-                                  include_dirs=[include_dir()], extra_flags=("-std=c++17",),
-                                  threads_per_block=static_block(spec, cxx))
+                                  include_dirs=[include_dir(), *include_dirs(spec)],
+                                  extra_flags=("-std=c++17",),
+                                  threads_per_block=static_block(first, cxx))
         except CompileError as exc:
-            raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(exc.log)) from None
+            raise CompileFailure("cuda (nvcc)", exc.log,
+                                 parse_diagnostics(exc.log, first_sig.line)) from None
 
-    def compile(self, spec: KernelSpec, config: Config) -> CudaVariant:
-        """NVRTC-compile and load the variant (worker only); nvcc for sm_90a (:mod:`.archcubin`)."""
+    def _check_block(self, spec: KernelSpec, threads: int | None) -> None:
+        """A block over the device's threads-per-block limit never launches, with or without a
+        ``require`` line: say so on the ``block`` line (the run path checks it again at bind,
+        against the compiled variant's own limit)."""
+        limit = limits_for(spec, self.device())["MAX_THREADS_PER_BLOCK"]
+        if threads is None or threads <= limit:
+            return
+        line = spec.block.line if spec.block is not None else 1
+        text = (f"a block of {threads} threads; a CUDA block has at most {limit} "
+                f"(MAX_THREADS_PER_BLOCK). Narrow the values, or add: // ktune: require "
+                f"{spec.block.text if spec.block else 'BLOCK'} <= MAX_THREADS_PER_BLOCK")
+        raise CompileFailure("cuda", text, [Diagnostic(line, "error", text)])
+
+    def compile(self, spec: KernelSpec, config: Config) -> CudaVariant | PipelineVariant:
+        """NVRTC-compile and load the variant, or every stage of a pipeline (worker only);
+        nvcc for sm_90a (:mod:`.archcubin`)."""
         if is_arch_specific(spec.options.arch):
             return compile_arch_specific(self, spec, config)
         import cupy
 
-        sig = parse_signature(spec)
+        stages = kernels(spec)
         cxx = spec.space.cxx_env(config)
-        expr = name_expression(spec, sig, cxx)
-        options = ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
-                   *(f"-D{k}={v}" for k, v in macro_defines(spec, sig, cxx).items()))
+        typed = [(one, sig, type_arguments(one, sig)) for one, sig in stages]
+        exprs = [name_expression(one, sig, cxx, types) for one, sig, types in typed]
+        all_types = {k: v for _, _, types in typed for k, v in types.items()}
+        sig = macro_signature([s for _, s in stages])
         try:
-            module = cupy.RawModule(code=device_source(spec), options=options,
-                                    name_expressions=[expr])
-            fn = module.get_function(expr)
-            fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
+            module = cupy.RawModule(
+                code=device_source(spec, macro_defines(spec, sig, cxx), all_types,
+                                   stage_constants(stages, cxx)),
+                options=nvrtc_options(spec, sig, cxx), name_expressions=exprs)
+            fns = [module.get_function(e) for e in exprs]
+            for fn in fns:
+                fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
         except cupy.cuda.compiler.CompileException as exc:
             log = exc.get_message()
-            raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(log)) from None
-        return CudaVariant(spec, sig, cxx, fn, expr, self.device().limits)
+            raise CompileFailure("cuda (NVRTC)", log,
+                                 parse_diagnostics(log, stages[0][1].line)) from None
+        variants = []
+        for (one, one_sig, types), fn, expr in zip(typed, fns, exprs, strict=True):
+            variant = CudaVariant(one, one_sig, cxx, fn, expr, self.device().limits, types)
+            variant.module, variant.constants = module, cell_constants(spec)
+            variants.append(variant)
+        if spec.pipeline is None:
+            return variants[0]
+        return PipelineVariant(spec, variants, self.timer())
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""

@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.backends.cuda.source import KernelSignature
+from jupyter_ktune.backends.cuda.constants import ConstantSymbol, fill
+from jupyter_ktune.backends.cuda.source import SCALAR_TYPES, KernelSignature
+from jupyter_ktune.backends.cuda.templates import NUMPY_OF_CTYPE
 from jupyter_ktune.backends.cuda.tensormap import (
     LibcudaEncoder,
     is_tensormap_param,
@@ -51,7 +53,8 @@ def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
 class CudaBound:
     """A compiled kernel with its arguments on the device and its geometry resolved."""
 
-    def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any]):
+    def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any],
+                 shared: Mapping[str, Any] | None = None):
         import cupy
 
         self._cupy = cupy
@@ -66,8 +69,10 @@ class CudaBound:
         self.smem = int(spec.smem(env)) if spec.smem else 0
         self._check_resources()
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
+        self.device_args: dict[str, Any] = {}  # pointer name -> device array (a pipeline's
+        shared = shared or {}  # later stages take the arrays its earlier stages uploaded)
         args: list[Any] = []
-        devices: dict[str, Any] = {}
+        devices = self.device_args
         tensormaps: dict[int, str] = {}  # built once every array is on the device
         for p in sig.params:
             if p.name not in host_args:
@@ -80,7 +85,8 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' is a pointer but the inputs "
                                     f"give a {type(value).__name__}", line=sig.line,
                                     fix=f"Return a NumPy array for '{p.name}'.")
-                dev = devices[p.name] = self._to_device(value)
+                dev = shared[p.name] if p.name in shared else self._to_device(value)
+                devices[p.name] = dev
                 if p.name in spec.outputs:
                     self.outputs[p.name] = (dev, value.dtype)
                 args.append(dev)
@@ -88,7 +94,8 @@ class CudaBound:
                 tensormaps[len(args)] = p.name
                 args.append(None)
             else:
-                t = p.scalar_type
+                ctype = variant.types.get(p.ctype, p.ctype)  # a by-value T of the template
+                t = SCALAR_TYPES.get(ctype) or NUMPY_OF_CTYPE.get(ctype)
                 if t is None:
                     raise CellError(f"kernel parameter '{p.name}' has type '{p.ctype}', which "
                                     "cannot be passed by value from Python", line=sig.line,
@@ -104,6 +111,7 @@ class CudaBound:
             raise CellError(f"--out names '{missing[0]}', which is not a pointer parameter of "
                             f"{spec.name}", line=1, fix="Name the kernel's output arrays in --out.")
         self.args = tuple(args)
+        fill(variant.module, spec, variant.constants, host_args)  # __constant__ from the inputs
 
     def _to_device(self, a: np.ndarray) -> Any:
         try:
@@ -156,13 +164,17 @@ class CudaVariant:
     """One config compiled by NVRTC and loaded on the device."""
 
     def __init__(self, spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int], fn: Any,
-                 expr: str, limits: Mapping[str, int]):
+                 expr: str, limits: Mapping[str, int], types: Mapping[str, str] | None = None):
         self.spec, self.sig, self.cxx, self.fn, self.expr = spec, sig, cxx, fn, expr
-        self.limits = limits
-        self.module: Any = None  # set where the variant was loaded from a cubin file
+        self.limits, self.types = limits, dict(types or {})
+        self.module: Any = None  # the loaded CuPy module (also where it came from a cubin
+        # file): its __constant__ symbols get inputs
+        self.constants: tuple[ConstantSymbol, ...] = ()
         block_param = next((n for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
         self.default_block = (cxx[block_param], 1, 1) if block_param else (256, 1, 1)
 
-    def bind(self, host_args: Mapping[str, Any]) -> CudaBound:
-        """Copy the arguments to the device and resolve the launch geometry."""
-        return CudaBound(self, host_args)
+    def bind(self, host_args: Mapping[str, Any],
+             shared: Mapping[str, Any] | None = None) -> CudaBound:
+        """Copy the arguments to the device (those not in ``shared`` already) and resolve the
+        launch geometry."""
+        return CudaBound(self, host_args, shared)

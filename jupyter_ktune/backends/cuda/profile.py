@@ -21,12 +21,14 @@ import numpy as np
 
 from jupyter_ktune.backends.cuda.launch import CudaVariant
 from jupyter_ktune.backends.cuda.source import (
+    cell_constants,
     device_source,
-    include_dir,
     macro_defines,
     name_expression,
+    nvrtc_options,
     parse_signature,
 )
+from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.measure.breakdown import Breakdown, pair_edges
 from jupyter_ktune.measure.clocks import read_clocks
 
@@ -232,13 +234,15 @@ def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
 
     sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
-    expr = name_expression(spec, sig, cxx)
-    defines = {**macro_defines(spec, sig, cxx), **sampling.defines()}
-    options = ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
-               *(f"-D{k}={v}" for k, v in defines.items()))
-    module = cupy.RawModule(code=device_source(spec), options=options, name_expressions=[expr])
+    types = type_arguments(spec, sig)
+    expr = name_expression(spec, sig, cxx, types)
+    options = nvrtc_options(spec, sig, cxx, sampling.defines())
+    module = cupy.RawModule(code=device_source(spec, macro_defines(spec, sig, cxx), types),
+                            options=options, name_expressions=[expr])
     fn = module.get_function(expr)
-    return CudaVariant(spec, sig, cxx, fn, expr, limits), module
+    variant = CudaVariant(spec, sig, cxx, fn, expr, limits, types)
+    variant.module, variant.constants = module, cell_constants(spec)
+    return variant, module
 
 
 def profile_cuda(backend: Any, spec: Any, config: Any, host_args: dict[str, Any],

@@ -15,14 +15,25 @@ Tunables reach the kernel in one of two ways, chosen per parameter:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cuda.constants import ConstantSymbol, constant_symbols
+from jupyter_ktune.backends.cuda.includes import header_hint, include_dirs
+from jupyter_ktune.backends.cuda.templates import (
+    literal_pragmas,
+    substitute,
+    template_arguments,
+    type_headers,
+)
 from jupyter_ktune.errors import CellError, Diagnostic
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.toolchain import parse_diagnostics as compiler_diagnostics
 
 CELL_FILE = "cell"
 
@@ -58,9 +69,12 @@ class KernelSignature:
     """The kernel's parameters, template parameters, and the cell line of its declaration."""
 
     params: tuple[KernelParam, ...]
-    template_params: tuple[str, ...]
+    template_params: tuple[str, ...]  # every template parameter, in order
     raw_params: str
     line: int
+    template_types: tuple[str, ...] = ()  # the ``typename``/``class`` ones among them
+    template_defaults: Mapping[str, str] = field(default_factory=dict)
+    template_line: int | None = None
 
 
 def include_dir() -> Path:
@@ -73,6 +87,11 @@ def _strip_comments(src: str) -> str:
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, src, flags=re.S)
+
+
+def cell_constants(spec: KernelSpec) -> tuple[ConstantSymbol, ...]:
+    """The cell's ``__constant__`` declarations (not those in comments)."""
+    return constant_symbols(spec, _strip_comments(spec.source))
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -90,59 +109,128 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
     return [s.strip() for s in out]
 
 
+def _balanced(text: str, start: int, open_: str, close: str) -> int:
+    """Index just past the bracket that closes the one at ``start``, or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += text[i] == open_
+        depth -= text[i] == close
+        if depth == 0:
+            return i + 1
+    return -1
+
+
+def _declaration_head(src: str, at: int) -> str:
+    """The text before a function name back to the previous ``;``, ``{`` or ``}`` outside
+    parentheses, less preprocessor lines: its qualifiers, return type and template head."""
+    depth, i = 0, at
+    while i > 0:
+        ch = src[i - 1]
+        depth += ch == ")"
+        depth -= ch == "("
+        if depth <= 0 and ch in ";{}":
+            break
+        i -= 1
+    lines = src[i:at].split("\n")
+    while len(lines) > 1 and (lines[0].lstrip().startswith("#") or not lines[0].strip()):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+_TEMPLATE_HEAD = re.compile(r"^\s*template\s*<")
+_VALUE_KINDS = ("int", "unsigned", "bool", "long", "size_t", "short", "char", "int32_t",
+                "int64_t", "uint32_t", "uint64_t")
+
+
+def _kernels(src: str) -> list[tuple[str, int, str, int]]:
+    """(name, offset of its parameter list, declaration head, offset of the head) of every
+    ``__global__`` function."""
+    out = []
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", src):
+        if m.group(1) in ("__launch_bounds__", "__global__", "decltype", "sizeof", "alignas"):
+            continue
+        head = _declaration_head(src, m.start())
+        if re.search(r"\b__global__\b", head) and "=" not in head.split("__global__")[-1]:
+            out.append((m.group(1), m.end() - 1, head, m.start() - len(head)))
+    return out
+
+
+def _template_params(head: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """(names in order, the type parameters among them, defaults) of a ``template <...>``."""
+    if not _TEMPLATE_HEAD.match(head):
+        return (), (), {}
+    opening = head.index("<")
+    inside = head[opening + 1:_balanced(head, opening, "<", ">") - 1]
+    names, types, defaults = [], [], {}
+    for raw in _split_top(inside):
+        decl, _, default = raw.partition("=")
+        words = decl.replace("...", " ").split()
+        if len(words) < 2:
+            raise ValueError(raw)
+        names.append(words[-1])
+        if words[0] in ("typename", "class"):
+            types.append(words[-1])
+        elif words[0] not in _VALUE_KINDS:
+            raise ValueError(raw)
+        if default.strip():
+            defaults[words[-1]] = default.strip()
+    return tuple(names), tuple(types), defaults
+
+
 def parse_signature(spec: KernelSpec) -> KernelSignature:
     """Find ``__global__ void NAME(...)`` in the cell and read its parameters.
+
+    Any qualifiers may stand around ``__global__`` (``static``, ``extern "C"``,
+    ``__launch_bounds__(decltype(size(Layout{}))::value)``). Template parameters may be
+    integers (tunables) or types (``typename T``: from a ``// ktune: T = float`` line or the
+    dtype of the input passed as a ``T*``, see :mod:`.templates`).
 
     Raises a :class:`CellError` naming the fix when the kernel is missing or a parameter cannot be
     read.
     """
     src = _strip_comments(spec.source)
-    pat = re.compile(
-        r"(?:template\s*<(?P<tpl>[^>]*)>\s*)?"
-        r"(?:extern\s+\"C\"\s+)?(?:__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void|"
-        r"void\s+__global__)\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-        rf"{re.escape(spec.name)}\s*\((?P<params>[^)]*)\)", re.S)
-    m = pat.search(src)
-    if m is None:
-        found = re.findall(r"(?:__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void|void\s+"
-                           r"__global__)\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(", src)
-        hint = f" The cell defines: {', '.join(found)}." if found else ""
+    found = _kernels(src)
+    hit = next((k for k in found if k[0] == spec.name), None)
+    if hit is None:
+        names = list(dict.fromkeys(k[0] for k in found))
+        hint = f" The cell defines: {', '.join(names)}." if names else ""
         raise CellError(f"no __global__ kernel named '{spec.name}' in the cell", line=1,
                         fix=f"Name the kernel on the magic line: %%kernel <name>.{hint}")
-    line = spec.body_line + src.count("\n", 0, m.start("params"))
+    _, start, head, head_at = hit
+    line = spec.body_line + src.count("\n", 0, start)
+    raw_params = src[start + 1:_balanced(src, start, "(", ")") - 1]
+    tpl_line = spec.body_line + src.count("\n", 0, head_at + len(head) - len(head.lstrip()))
+    try:
+        tpl, types, defaults = _template_params(head)
+    except ValueError as exc:
+        raise CellError(f"template parameter '{exc}' is neither a type nor an integer",
+                        line=tpl_line, fix="Write template <typename T, int BLOCK>.") from None
     params = []
-    for raw in _split_top(m.group("params")):
+    for i, raw in enumerate(_split_top(raw_params)):
         if raw in ("", "void"):
             continue
         pointer = "*" in raw or "&" in raw
-        words = re.sub(r"[*&]", " ", _QUALIFIERS.sub(" ", raw)).split()
+        words = re.sub(r"[*&]", " ", _QUALIFIERS.sub(" ", raw.split("=")[0])).split()
+        if len(words) == 1 and words[0] in types:  # an unnamed parameter of a template type
+            words.append(f"<parameter {i + 1}>")
         if len(words) < 2:
             raise CellError(f"cannot read the kernel parameter '{raw}'", line=line,
                             fix="Give every kernel parameter a type and a name.")
         params.append(KernelParam(name=words[-1], ctype=" ".join(words[:-1]), pointer=pointer))
-    tpl: tuple[str, ...] = ()
-    if m.group("tpl") is not None:
-        names = []
-        for raw in _split_top(m.group("tpl")):
-            words = raw.split("=")[0].split()
-            if len(words) < 2 or words[0] not in ("int", "unsigned", "bool", "long", "size_t"):
-                raise CellError(f"template parameter '{raw}' is not an integer", line=line,
-                                fix="Tunables are integers: template <int BLOCK>.")
-            names.append(words[-1])
-        tpl = tuple(names)
-        missing = [t for t in tpl if t not in spec.space.names]
-        if missing:
-            tpl_line = spec.body_line + src.count("\n", 0, m.start("tpl"))
-            raise CellError(f"template parameter {missing[0]} is not a tunable", line=tpl_line,
-                            fix=f"Declare it: // ktune: {missing[0]} in [...]")
-    return KernelSignature(tuple(params), tpl, m.group("params"), line)
+    missing = [t for t in tpl if t not in types and t not in spec.space.names
+               and t not in defaults]
+    if missing:
+        raise CellError(f"template parameter {missing[0]} is not a tunable", line=tpl_line,
+                        fix=f"Declare it: // ktune: {missing[0]} in [...]")
+    return KernelSignature(tuple(params), tpl, raw_params, line, types, defaults, tpl_line)
 
 
-def name_expression(spec: KernelSpec, sig: KernelSignature, config: dict[str, int]) -> str:
-    """``scale<256, 128>`` for a template kernel, ``scale`` otherwise."""
+def name_expression(spec: KernelSpec, sig: KernelSignature, config: Mapping[str, int],
+                    types: Mapping[str, str] | None = None) -> str:
+    """``scale<256, 128>`` (``rmsnorm<float>``) for a template kernel, ``scale`` otherwise."""
     if not sig.template_params:
         return spec.name
-    return f"{spec.name}<{', '.join(str(config[t]) for t in sig.template_params)}>"
+    return f"{spec.name}<{', '.join(template_arguments(sig, config, types or {}))}>"
 
 
 def macro_defines(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int]) -> dict[str, str]:
@@ -152,37 +240,69 @@ def macro_defines(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int]) -
     return out
 
 
-def device_source(spec: KernelSpec) -> str:
-    """Cell body behind a ``#line`` directive so diagnostics use cell line numbers."""
-    return f'#line {spec.body_line} "{CELL_FILE}"\n{spec.source}\n'
+def nvrtc_options(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int],
+                  extra: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """NVRTC flags: line info, C++17, ``ktune.cuh`` and the cell's include folders, macros."""
+    defines = {**macro_defines(spec, sig, cxx), **(extra or {})}
+    return ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
+            *(f"-I{d}" for d in include_dirs(spec)), *(f"-D{k}={v}" for k, v in defines.items()))
 
 
-def static_source(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int]) -> str:
+def device_source(spec: KernelSpec, macros: Mapping[str, Any] | None = None,
+                  types: Mapping[str, str] | None = None,
+                  constants: Mapping[str, int] | None = None) -> str:
+    """Cell body behind a ``#line`` directive so diagnostics use cell line numbers; tunables
+    that are ``macros`` are written into ``#pragma unroll`` lines as literals, and the header of
+    a template type argument (``__half``: ``cuda_fp16.h``) comes first. ``constants`` become
+    namespace-scope ``constexpr int``s: a pipeline's tunable that one stage takes as a template
+    parameter (which hides it there) and another reads as a plain name."""
+    head = type_headers((types or {}).values()) + "".join(
+        f"static constexpr int {k} = {v};\n" for k, v in (constants or {}).items())
+    body = literal_pragmas(spec.source, {**(constants or {}), **(macros or {})})
+    return f'{head}#line {spec.body_line} "{CELL_FILE}"\n{body}\n'
+
+
+def static_source(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int],
+                  types: Mapping[str, str] | None = None) -> str:
     """Source for nvcc: the cell plus an explicit instantiation of a template kernel."""
-    src = device_source(spec)
-    if sig.template_params:
-        args = re.sub(r"\s+", " ", sig.raw_params.strip())
-        src += (f'#line 1 "ktune-instantiation"\n'
-                f"template __global__ void {name_expression(spec, sig, cxx)}({args});\n")
-    return src
+    return device_source(spec, macro_defines(spec, sig, cxx), types) + instantiation(
+        spec, sig, cxx, types)
 
 
-_DIAG = re.compile(r'^(?P<file>[^\n(]*?)\((?P<line>\d+)\)\s*:\s*(?P<sev>error|warning|remark)'
-                   r'(?:\s*#[\w-]+)?\s*:\s*(?P<msg>.*)$', re.M)
+def instantiation(spec: KernelSpec, sig: KernelSignature, cxx: Mapping[str, int],
+                  types: Mapping[str, str] | None = None) -> str:
+    """The explicit instantiation nvcc needs to emit a template kernel ("" for a plain one)."""
+    if not sig.template_params:
+        return ""
+    values = dict(zip(sig.template_params, template_arguments(sig, cxx, types or {}),
+                      strict=True))
+    args = re.sub(r"\s+", " ", substitute(sig.raw_params, values).strip())
+    return (f'#line 1 "ktune-instantiation"\n'
+            f"template __global__ void {name_expression(spec, sig, cxx, types)}({args});\n")
 
 
-def parse_diagnostics(log: str) -> list[Diagnostic]:
-    """Read NVRTC/nvcc messages (``cell(12): error: ...``) into cell-line diagnostics.
+_SUMMARY = re.compile(r"\s*\d+ errors? detected in the compilation of .*$")
+
+
+def parse_diagnostics(log: str, kernel_line: int | None = None) -> list[Diagnostic]:
+    """Read NVRTC/nvcc/ptxas messages (``cell(12): error: ...``) into cell-line diagnostics.
 
     Lines in the cell file keep their number; messages about other files (a header, the generated
-    instantiation) are kept with ``line=None`` and the file named in the text.
+    instantiation) are kept with ``line=None`` and the file named in the text. A ptxas message
+    about an entry function (too much shared data) goes on ``kernel_line``, the kernel's
+    declaration. A header nvcc cannot open gets the ``include`` directive that finds it.
     """
     out = []
-    for m in _DIAG.finditer(log):
-        in_cell = Path(m.group("file")).name == CELL_FILE
-        msg = m.group("msg").strip()
-        if not in_cell:
-            msg = f"{m.group('file')}({m.group('line')}): {msg}"
-        out.append(Diagnostic(line=int(m.group("line")) if in_cell else None,
-                              severity=m.group("sev"), message=msg))
+    for d in compiler_diagnostics(log):
+        in_cell = d.file is not None and Path(d.file).name == CELL_FILE
+        msg = _SUMMARY.sub("", d.message)
+        if d.file is None:  # ptxas
+            msg = f"ptxas: {msg}"
+        elif not in_cell:
+            msg = f"{d.file}({d.line}): {msg}"
+        if hint := header_hint(d.message):
+            msg = f"{msg}. {hint}"
+        line = d.line if in_cell else (kernel_line if "Entry function" in d.message else None)
+        out.append(Diagnostic(line=line, severity=d.severity, message=msg,
+                              column=d.column if in_cell else None))
     return out

@@ -23,6 +23,12 @@ callable over the input arrays::
                                   interpret=INTERPRET)(x, y)
         return run
 
+* **Or the op itself.** ``NAME`` may be the op as its authors wrote it, e.g. a
+  ``@functools.partial(jax.jit, static_argnames=["block_q", "num_warps"])`` function over the
+  arrays whose keyword arguments are the tunables: when ``NAME`` has required parameters that
+  are not tunables, it is called with the inputs and the config's tunables as keywords. Such
+  ops pass no ``interpret=``; in interpret mode every ``pallas_call`` is traced under JAX's
+  interpret switch (:func:`.launch.interpret_everywhere`).
 * **Inputs.** The callable's parameters are looked up by name in the dict the inputs function
   returns: NumPy arrays become JAX arrays on the device, other values (sizes) are passed as Python
   values, fixed at trace time. A callable that takes only ``*args`` (a bare ``pl.pallas_call``)
@@ -52,6 +58,7 @@ with an L2 flush before each call; in interpret mode the host clock, labelled as
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 from collections.abc import Callable
 from functools import cached_property
@@ -68,6 +75,7 @@ from jupyter_ktune.backends.pallas.cell import (
     failure_at,
     load_cell,
     parse_cell_source,
+    takes_arrays,
 )
 from jupyter_ktune.backends.pallas.launch import PallasVariant
 from jupyter_ktune.backends.pallas.profile import mosaic_lowering, profile_pallas
@@ -170,10 +178,14 @@ class PallasBackend:
         if not callable(factory):
             raise failure_at(2, f"the cell defines no function '{spec.name}'",
                               f"Define def {spec.name}(**tunables) returning a callable.")
-        try:
-            fn = factory(**spec.space.py_env(config))
-        except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
-            raise cell_failure(exc, path) from None
+        tunables = spec.space.py_env(config)
+        if takes_arrays(factory, tunables):  # the op itself: tunables are its keywords
+            fn: Any = functools.partial(factory, **tunables)
+        else:
+            try:
+                fn = factory(**tunables)
+            except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
+                raise cell_failure(exc, path) from None
         if not callable(fn):
             raise failure_at(2, f"{spec.name}(...) returned a {type(fn).__name__}, not a "
                               "callable", "Return the pallas_call (or a function calling it).")

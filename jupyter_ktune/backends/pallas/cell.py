@@ -140,12 +140,27 @@ def cell_failure(exc: BaseException, path: Path) -> CompileFailure:
             line = int(m.group(1)) if m else None
         if line is not None:
             break
-    text = str(exc).strip() or repr(exc)
+    text = str(exc).strip() or _where_raised(exc)
     if len(text) > _MAX_MESSAGE:
         text = text[:_MAX_MESSAGE] + " ..."
     message = f"{type(exc).__name__}: {text}"
     log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return CompileFailure("pallas", log, [Diagnostic(line, "error", message)])
+
+
+def _where_raised(exc: BaseException) -> str:
+    """For an exception with no message (``AttributeError()`` from a C++ object), the code that
+    raised it: the innermost frame's file, line and source text."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return repr(exc)
+    last = frames[-1]
+    where = Path(last.filename)
+    short = "/".join(where.parts[-3:]) if len(where.parts) > 3 else str(where)
+    code = f": {last.line.strip()}" if last.line else ""
+    hint = (" (an attribute that a CPU device lacks: this code asks for a GPU)"
+            if "jax.devices()" in (last.line or "") else "")
+    return f"raised in {short} line {last.lineno}{code}{hint}"
 
 
 def cell_module_name(spec: KernelSpec, lowering: str) -> str:
@@ -163,11 +178,16 @@ def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = str(path)
     module.__dict__.update(INTERPRET=lowering == "interpret", LOWERING=lowering)
-    try:
-        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
-    except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
-        raise cell_failure(exc, path) from None
+    # Registered before it runs, as an import would be: dataclasses, typing.get_type_hints and
+    # pickle look the class's module up in sys.modules while the cell is still executing.
     sys.modules[name] = module
+    try:
+        # dont_inherit: the cell gets its own __future__ flags, not this package's annotations
+        code = compile(path.read_text(), str(path), "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102
+    except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
+        sys.modules.pop(name, None)
+        raise cell_failure(exc, path) from None
     return module
 
 
@@ -193,6 +213,17 @@ def call_names(fn: Callable[..., Any], host_args: Mapping[str, Any],
                         f"does not return (it returns {', '.join(host_args) or 'nothing'})",
                         line=1, fix=f"Return '{missing[0]}' from the inputs function.")
     return tuple(p.name for p in named if p.name in host_args), True
+
+
+def takes_arrays(fn: Callable[..., Any], tunables: Mapping[str, Any]) -> bool:
+    """Whether ``fn`` is the op itself (it has required parameters that are not tunables, the
+    arrays), not a factory of the cell contract (``NAME(**tunables) -> callable``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.default is p.empty and p.name not in tunables
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 def parse_cell_source(spec: KernelSpec) -> ast.Module:

@@ -5,7 +5,8 @@ JAX is imported in the worker only, when a variant is prepared or bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,44 @@ import numpy as np
 from jupyter_ktune.backends.pallas.cell import call_names, cell_failure
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.spec import KernelSpec
+
+#: SMs of the GPU that interpret mode stands in for (an H100/H200), for ops that ask.
+INTERPRET_SM_COUNT = 132
+
+
+@contextmanager
+def interpret_everywhere(on: bool) -> Iterator[None]:
+    """Trace every ``pallas_call`` in interpret mode, also those without an ``interpret=``.
+
+    Published ops call ``pl.pallas_call`` (or their library's wrapper of it) with no
+    ``interpret`` argument, so the cell cannot pass ``INTERPRET``. JAX's own switch,
+    ``pallas_tpu_interpret_mode_context_manager`` (what ``pltpu.force_tpu_interpret_mode`` and
+    ``plgpu.force_gpu_interpret_mode`` set), is read by every ``pallas_call`` at trace time;
+    ``True`` selects the HLO interpreter that ``interpret=True`` selects. Thread-local, restored.
+
+    Meanwhile a CPU device answers ``core_count`` with the SM count of the GPU the cell is
+    written for (:data:`INTERPRET_SM_COUNT`, an H100/H200), as GPU ops read it to shape their
+    grids (tokamax: ``jax.devices()[0].core_count``); without it they raise a bare
+    ``AttributeError()``.
+    """
+    if not on:
+        yield
+        return
+    import jax
+    from jax._src import config
+
+    state = config.pallas_tpu_interpret_mode_context_manager
+    previous = state.swap_local(True)
+    device_type = type(jax.devices()[0])
+    lent = not hasattr(jax.devices()[0], "core_count")
+    if lent:
+        device_type.core_count = property(lambda _: INTERPRET_SM_COUNT)
+    try:
+        yield
+    finally:
+        state.set_local(previous)
+        if lent:
+            del device_type.core_count
 
 
 class PallasVariant:
@@ -48,7 +87,8 @@ class PallasVariant:
         if ckey not in self.compiled:
             avals = [jax.ShapeDtypeStruct(host_args[n].shape, host_args[n].dtype) for n in arrays]
             try:
-                self.lowered = jitted.lower(*avals)
+                with interpret_everywhere(self.lowering == "interpret"):
+                    self.lowered = jitted.lower(*avals)
                 self.compiled[ckey] = self.lowered.compile()
             except CellError:
                 raise

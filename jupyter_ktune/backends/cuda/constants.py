@@ -1,0 +1,70 @@
+"""``__constant__`` memory filled from the inputs (Kernel Tuner's ``cmem_args``).
+
+A kernel that reads a ``__constant__`` array (a convolution filter, a lookup table) gets it from
+the inputs dict under the symbol's name: ``inputs()`` returns ``filter=np.array(...)`` and the
+bytes are copied into the module's symbol when the variant is bound, before it runs and is
+verified. A ``__constant__`` symbol that the inputs do not name would silently read zeros, so it
+is an error on its declaration line, on a GPU and (from the inputs' names) without one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jupyter_ktune.errors import CellError
+from jupyter_ktune.spec import KernelSpec
+
+_DECL = re.compile(r"\b__constant__\b(?P<decl>[^;=]*?)\b(?P<name>[A-Za-z_]\w*)\s*"
+                   r"(?P<dims>(?:\[[^\]]*\]\s*)*)(?:(?P<init>=)[^;]*)?;")
+
+
+@dataclass(frozen=True)
+class ConstantSymbol:
+    """One ``__constant__`` declaration: its name, cell line, and whether it is initialised."""
+
+    name: str
+    line: int
+    initialised: bool
+
+
+def constant_symbols(spec: KernelSpec, stripped: str) -> tuple[ConstantSymbol, ...]:
+    """The ``__constant__`` declarations of the (comment-stripped) cell source."""
+    return tuple(ConstantSymbol(m.group("name"),
+                                spec.body_line + stripped.count("\n", 0, m.start()),
+                                m.group("init") is not None)
+                 for m in _DECL.finditer(stripped))
+
+
+def check_names(spec: KernelSpec, symbols: tuple[ConstantSymbol, ...],
+                names: Mapping[str, Any]) -> None:
+    """Every uninitialised ``__constant__`` symbol needs an input of its name."""
+    for sym in symbols:
+        if not sym.initialised and sym.name not in names:
+            given = ", ".join(names) or "nothing"
+            raise CellError(f"__constant__ {sym.name} has no value: the inputs function returns "
+                            f"no '{sym.name}' (it returns {given}), so the kernel would read "
+                            "zeros", line=sym.line,
+                            fix=f"Return {sym.name}=np.array(...) from the inputs function; its "
+                            "bytes are copied into the symbol before the kernel runs.")
+
+
+def fill(module: Any, spec: KernelSpec, symbols: tuple[ConstantSymbol, ...],
+         host_args: Mapping[str, Any]) -> None:
+    """Copy each ``__constant__`` symbol's input into the loaded module (CuPy ``get_global``)."""
+    check_names(spec, symbols, host_args)
+    for sym in symbols:
+        if sym.name not in host_args:
+            continue
+        data = np.ascontiguousarray(host_args[sym.name])
+        ptr = module.get_global(sym.name)
+        size = getattr(getattr(ptr, "mem", None), "size", data.nbytes)
+        if data.nbytes > size:
+            raise CellError(f"input '{sym.name}' has {data.nbytes} bytes, but __constant__ "
+                            f"{sym.name} holds {size}", line=sym.line,
+                            fix="Return an array of the symbol's size and type.")
+        ptr.copy_from_host(data.ctypes.data, data.nbytes)
