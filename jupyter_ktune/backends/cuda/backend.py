@@ -9,15 +9,12 @@ never creates a CUDA context.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from collections.abc import Callable
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
@@ -104,11 +101,8 @@ class CudaBackend:
         sig = parse_signature(spec)
         cxx = spec.space.cxx_env(config)
         src = static_source(spec, sig, cxx)
-        key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
-        folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{spec.name}-{key}.cu"
-        path.write_text(src)
+        # in the private cache folder, by content hash, never written through a link (issue 15)
+        path, _ = cached_text(cache_dir(), spec.name, ".cu", src)
         try:
             return compile_static(path, arch=spec.options.arch,
                                   defines=macro_defines(spec, sig, cxx),
