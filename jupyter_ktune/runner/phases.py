@@ -67,11 +67,13 @@ def enter(phase: Phase) -> None:
 # --- the phases of a variant ----------------------------------------------------------------------
 
 def device(backend: str) -> Phase:
+    """Starting the backend in a fresh worker (imports, device context)."""
     return Phase("device", "starting the device", f"{backend}: import and device context",
                  f"the first request of a fresh worker loads the backend; {RAISE}")
 
 
 def compiling(backend: str, config: Mapping[str, Any]) -> Phase:
+    """Compiling and loading one variant."""
     shown = ", ".join(f"{k}={v}" for k, v in config.items())
     return Phase("compile", "compiling the variant", f"{backend}, {shown}" if shown else backend,
                  "a heavily unrolled or very large variant can compile for minutes: narrow the "
@@ -79,11 +81,13 @@ def compiling(backend: str, config: Mapping[str, Any]) -> Phase:
 
 
 def static_report() -> Phase:
+    """Waiting for the offline compiler of the static report."""
     return Phase("compile", "the static report", "nvcc / ptxas / the AOT compiler",
                  f"the offline compiler was slow; {RAISE}")
 
 
 def inputs(fn: Any) -> Phase:
+    """Drawing a fresh input set with the cell's inputs function."""
     name = getattr(fn, "__name__", "inputs")
     return Phase("inputs", "the inputs function", f"{name}()",
                  "make smaller inputs, draw them with a faster generator (np.random.default_rng()"
@@ -91,12 +95,14 @@ def inputs(fn: Any) -> Phase:
 
 
 def bind(args: Mapping[str, Any]) -> Phase:
+    """Binding an input set to the variant (copies to the device)."""
     return Phase("bind", "binding the inputs", f"copying {_megabytes(args)} to the device; "
                  "Pallas compiles for their shapes here",
                  f"use smaller inputs, {RAISE}")
 
 
 def reference(fn: Any, args: Mapping[str, Any]) -> Phase:
+    """Computing the expected outputs with the cell's reference."""
     name = getattr(fn, "__name__", "reference")
     return Phase("reference", "the reference", f"{name} on {_arrays(args)}",
                  "compute it on the device (CuPy/JAX/torch), use smaller inputs, "
@@ -104,6 +110,7 @@ def reference(fn: Any, args: Mapping[str, Any]) -> Phase:
 
 
 def run(which: str) -> Phase:
+    """The kernel's own runs: ``which`` says the verification run or the timed runs."""
     return Phase("run", "the kernel run", which,
                  "the kernel may never finish (a loop bound that is never reached, a barrier "
                  "some threads skip, a spin on a flag) or be this slow on these inputs: check "
