@@ -103,8 +103,9 @@ REGISTRY: dict[str, Bench] = {
         "swizzle_bank_conflicts.py", "--out {out} --n 8192", 120,
         "Does each swizzle mode remove the bank conflicts the model predicts, and what does it save?"),
     "fault_injection": Bench(
-        "fault_injection.py", "--timeout 5 --out {out}", 150,
-        "Does a sweep with faulting variants, a kill -9 and a resume lose any result?"),
+        "fault_injection.py", "--timeout 5 --out {out}", 240,
+        "Is every planted fault (crash, hang, wrong kernel, slow reference, Interrupt) given the "
+        "right reason, with no result lost, across a sweep, a kill -9 and a resume?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "

@@ -100,6 +100,21 @@ def test_changed_inputs_names_each_changed_input_and_skips_outputs_and_scalars()
     assert not v.passed and v.summary().startswith("the kernel changed input `x` (3 of 10 ")
 
 
+class ReadsBackKernelArgs(ReadsBack):
+    """A backend binds only the kernel's parameters (Triton, CUDA): others are left out."""
+
+    def read_inputs(self, names):
+        return {n: self.device_args[n].copy() for n in names if n in self.device_args}
+
+
+def test_changed_inputs_skips_arrays_the_kernel_does_not_take():
+    host = {"x": np.arange(10.0), "scale_ref": np.ones(3), "y": np.zeros(10)}
+    dev = {"x": host["x"].copy(), "y": host["y"].copy()}  # scale_ref: for the reference only
+    dev["x"][0] = 5.0
+    changes, notes = changed_inputs(ReadsBackKernelArgs(dev), host, ["y"])
+    assert changes == (InputChange("x", 1, 10),) and notes == ()
+
+
 def test_changed_inputs_says_when_it_cannot_check():
     host = {"x": np.arange(4.0), "y": np.zeros(4)}
     changes, notes = changed_inputs(object(), host, ["y"])

@@ -44,7 +44,7 @@ N_VARIANTS = 112
 # K % 16 -> (fault, the status it must be stored with, a word its reason must contain)
 FAULTS = {
     1: ("crash", Status.CRASHED, "SIGABRT"),
-    3: ("hang", Status.TIMEOUT, "no answer within"),
+    3: ("hang", Status.TIMEOUT, "the kernel run took more than"),
     5: ("fatal", Status.RUNTIME_ERROR, "device context was lost"),
     7: ("compile error", Status.COMPILE_ERROR, "cell line"),
     9: ("NaN output", Status.WRONG, ""),

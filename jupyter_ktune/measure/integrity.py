@@ -9,7 +9,8 @@ runs.
 **Inputs.** The worker keeps the host arrays the inputs function returned (the backends bind
 copies of them), so after the run each input is read back from the device with the bound
 variant's ``read_inputs(names) -> {name: host array}`` and compared bit for bit, one input at
-a time: no hash and no second copy of the inputs is needed.
+a time: no hash and no second copy of the inputs is needed. A name the kernel does not take (an
+array the inputs function returned for the reference only) is left out of the reply.
 
 **Guards.** A backend allocates each buffer with :func:`guard_layout`'s guard elements before and
 after it, fills the guards with :func:`guard_bits` (a device memset through an integer view, as
@@ -152,8 +153,11 @@ def changed_inputs(bound: Any, originals: Mapping[str, Any], outputs: Iterable[s
         return (), ("inputs not checked for changes: this backend cannot read them back yet",)
     changes = []
     for name in names:
+        got = read((name,))
+        if name not in got:  # not a kernel argument (the backend bound only the kernel's)
+            continue
         before = _host_view(originals[name])
-        after = _host_view(read((name,))[name])
+        after = _host_view(got[name])
         if after is None or before is None:
             continue
         if np.shares_memory(before, after):  # bound in place: nothing to compare against

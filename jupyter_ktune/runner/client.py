@@ -236,14 +236,19 @@ class DeviceWorker:
             return kind, value
 
     def _receive(self, rid: int, timeout: float, mark: int) -> tuple[str, Any]:
-        """Wait for the reply to request ``rid``, dropping replies to earlier requests."""
+        """Wait for the reply to request ``rid``, dropping replies to earlier requests.
+
+        ``timeout`` is the limit of each phase the worker announces (``runner.phases``): a
+        phase message restarts the deadline, and a timeout names the phase that was running.
+        """
         assert self._conn is not None and self._proc is not None
         deadline = time.monotonic() + timeout
+        phase = None
         while True:
             if not self._conn.poll(max(deadline - time.monotonic(), 0.0)):
                 self.restart()
-                raise WorkerTimeout(f"no answer within {timeout:g} s; the worker was killed and "
-                                    "restarted")
+                what = phase.overdue(timeout) if phase else f"no answer within {timeout:g} s"
+                raise WorkerTimeout(f"{what}; the worker was killed and restarted")
             try:
                 data = self._conn.recv_bytes()
             except (EOFError, OSError):
@@ -253,6 +258,10 @@ class DeviceWorker:
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
             got, reply = unpack_message(data)
+            if reply[0] == "phase":  # progress, not an answer: the next phase's clock starts
+                if got == rid:
+                    phase, deadline = reply[1], time.monotonic() + timeout
+                continue
             if got == rid:
                 return reply
             self.stale_replies += 1  # an earlier request's answer, arrived late: drop it

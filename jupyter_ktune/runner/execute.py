@@ -2,7 +2,9 @@
 
 Every outcome is a :class:`RunResult` with a status, never an exception the notebook has to
 catch: a compile error carries cell-line diagnostics, a fault carries the CUDA error, a
-constraint violation is "not allowed" and is never launched.
+constraint violation is "not allowed" and is never launched. Each phase (device start, compile,
+inputs, bind, reference, the kernel's runs) is announced to the client as it starts
+(:mod:`.phases`), so a timeout names the phase that ran out of time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from jupyter_ktune.measure.verify import (
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
+from jupyter_ktune.runner import phases
 from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -192,6 +195,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
     base = dict(name=spec.name, backend=spec.backend, config=dict(config))
     try:
         backend.check(spec)
+        phases.enter(phases.device(spec.backend))
         device = backend.device()
         reasons = spec.space.violations(config, limits_for(spec, device))
     except CellError as exc:
@@ -205,6 +209,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     def finish(status: Status, reason: str = "", runtime_failure: CompileFailure | None = None,
                **kw: Any) -> RunResult:
+        if not static_future.done():
+            phases.enter(phases.static_report())
         static, failure = static_future.result()
         block = kw.get("launch", {}).get("block")
         if static is not None and block and getattr(static, "threads_per_block", 0) is None:
@@ -226,18 +232,20 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return finish(Status.CANNOT_RUN, why)
     key = variant_key(spec, config)
     try:
+        if key not in _variants:
+            phases.enter(phases.compiling(spec.backend, config))
         variant = _variants.get(key) or backend.compile(spec, config)
         _variants[key] = variant
     except CompileFailure as exc:
         return finish(Status.COMPILE_ERROR, str(exc), runtime_failure=exc)
     except CannotRun as exc:  # e.g. a Mosaic GPU cell on a machine without a Hopper GPU
         return finish(Status.CANNOT_RUN, str(exc))
-    phases: dict[str, float] = {}
+    phases_ms: dict[str, float] = {}
     mark = [time.perf_counter()]
 
     def tick(name: str) -> None:
         now = time.perf_counter()
-        phases[name] = (now - mark[0]) * 1e3
+        phases_ms[name] = (now - mark[0]) * 1e3
         mark[0] = now
 
     try:
@@ -252,20 +260,25 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         current = _last_inputs.get(io)
         reused = verification is not None and current is not None
         if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
+            phases.enter(phases.inputs(spec.inputs))
             args = _draw_inputs(spec, config, io)
             current = {"args": args, "expected": None, "uses": 0, "fresh": True}
             _last_inputs.clear()
             _last_inputs[io] = current
         host_args = current["args"]
         tick("inputs")
+        phases.enter(phases.bind(host_args))
         bound = variant.bind(host_args)
         tick("bind")
         if not reused:
             if current["expected"] is None:
+                if spec.reference is not None and spec.options.verify:
+                    phases.enter(phases.reference(spec.reference, host_args))
                 current["expected"] = _expected(spec, host_args)
                 current["on_device"] = (DeviceReference(current["expected"])
                                         if current["expected"] is not None else None)
             current["uses"] += 1
+            phases.enter(phases.run("the verification run"))
             verification = _verify(spec, bound, current["expected"], current.get("on_device"),
                                    inputs=host_args, flops=_flops(spec, host_args, cxx))
             if verification is not None:
@@ -277,6 +290,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             plan = TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
                               max_runs=spec.options.max_runs)
             timer = backend.timer()
+            phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
             # A runtime without stream events in Python (JAX) times the bound variant itself.
             own = getattr(timer, "time", None)
             timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
@@ -296,7 +310,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if reused:
             reason += " [verified on this variant's first run in this session]"
         return finish(status, reason, verification=verification, measurement=measurement,
-                      launch=bound.launch_info(), phases_ms=phases)
+                      launch=bound.launch_info(), phases_ms=phases_ms)
     except CellError as exc:
         return finish(Status.RUNTIME_ERROR, str(exc))
     except OutOfResources as exc:
@@ -332,6 +346,8 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
                        status=Status.CANNOT_RUN, device=device.name)
     key = variant_key(spec, config)
     try:
+        if key not in _variants:
+            phases.enter(phases.compiling(spec.backend, config))
         _variants[key] = _variants.get(key) or backend.compile(spec, config)
     except CompileFailure as exc:
         return dataclasses.replace(result, status=Status.COMPILE_ERROR, reason=str(exc),

@@ -14,7 +14,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("ping",)`` -> "pong"
 
 A reply is ``("ok", value)``, ``("error", text)``, or ``("fatal", value)`` after which the worker
-exits because the device context is lost (illegal address, misaligned access ...).
+exits because the device context is lost (illegal address, misaligned access ...). Before its
+reply a request may get any number of ``("phase", Phase)`` messages under its id, one as each
+phase starts (``runner.phases``): the client gives each phase its own time limit.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def main(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
 
+    from jupyter_ktune.runner.phases import Phase, reporting
     from jupyter_ktune.runner.wire import pack_message, request_id, unpack_message
 
     sock = socket.socket(fileno=fd)
@@ -138,8 +141,16 @@ def main(fd: int) -> None:
         except (EOFError, OSError):
             return
         rid = request_id(data)
+
+        def send_phase(phase: Phase, rid: int = rid) -> None:
+            try:
+                conn.send_bytes(pack_message(rid, ("phase", phase)))
+            except OSError:  # the client is gone; the request's reply will fail the same way
+                pass
+
         try:
-            reply = _handle(unpack_message(data)[1])
+            with reporting(send_phase):
+                reply = _handle(unpack_message(data)[1])
         except BaseException as exc:  # noqa: BLE001 - report, keep serving
             reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         try:

@@ -12,7 +12,6 @@ static report describes the very binary that is timed, and loads that cubin with
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import tempfile
 from collections.abc import Mapping
@@ -61,14 +60,14 @@ def compile_arch_specific(backend: Any, spec: KernelSpec, config: Config) -> Cud
     cxx = spec.space.cxx_env(config)
     expr = name_expression(spec, sig, cxx)
     symbol = kernel_symbol(report.kernels, spec, expr)
-    folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{spec.name}-{hashlib.sha256(report.cubin).hexdigest()[:16]}.cubin"
-    if not path.is_file():
+    # the cubin just built, loaded from a fresh private folder (mkdtemp: mode 0700, a random
+    # name): never a file found in a shared place (issue 15, the compile cache)
+    with tempfile.TemporaryDirectory(prefix="ktune-cubin-") as tmp:
+        path = Path(tmp) / f"{spec.name}-{hashlib.sha256(report.cubin).hexdigest()[:16]}.cubin"
         path.write_bytes(report.cubin)
-    module = cupy.RawModule(path=str(path))
-    fn = module.get_function(symbol)
-    fn.num_regs  # loads the module now, not at the first launch  # noqa: B018
+        module = cupy.RawModule(path=str(path))
+        fn = module.get_function(symbol)
+        fn.num_regs  # loads the module now, not at the first launch  # noqa: B018
     variant = CudaVariant(spec, sig, cxx, fn, expr, backend.device().limits)
     variant.module = module  # keeps the module loaded as long as the variant lives
     return variant

@@ -9,18 +9,15 @@ never creates a CUDA context.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from collections.abc import Callable
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import DeviceInfo, Variant, limits_for
 from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
 from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
+from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
@@ -131,11 +128,8 @@ class CudaBackend:
                             stage_constants(stages, cxx)) + "".join(
             instantiation(one, one_sig, cxx, type_arguments(one, one_sig))
             for one, one_sig in stages)
-        key = hashlib.sha256((src + repr(sorted(cxx.items()))).encode()).hexdigest()[:16]
-        folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{spec.name}-{key}.cu"
-        path.write_text(src)
+        # in the private cache folder, by content hash, never written through a link (issue 15)
+        path, _ = cached_text(cache_dir(), spec.name, ".cu", src)
         try:
             return compile_static(path, arch=spec.options.arch,
                                   defines=macro_defines(spec, sig, cxx),

@@ -3,6 +3,11 @@
 The grid, block and dynamic shared memory come from the cell's expressions evaluated over the
 config and the inputs; resource limits are checked before a launch, so a variant that cannot
 launch is "out of resources" with the numbers, not a CUDA error.
+
+Every pointer argument is a copy inside a guarded device buffer (issue 15 items 5 and 6, layout
+in :mod:`jupyter_ktune.measure.integrity`): the kernel gets the inner view, so a write past
+either end lands in a guard and is reported after the verification run, and the inputs are read
+back from the device to find an in-place kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from jupyter_ktune.backends.cuda.tensormap import (
     tensormap_value,
 )
 from jupyter_ktune.errors import CellError, OutOfResources
+from jupyter_ktune.measure.integrity import GuardBreach, guard_bits, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
 
@@ -50,8 +56,52 @@ def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
     except CellError:
         return None
 
+class GuardedArray:
+    """A copy of a host array on the device, inside a buffer with guards on both sides.
+
+    ``xp`` is the array module (CuPy in the worker; tests pass a stand-in). Dtypes CuPy has no
+    type for (bfloat16, fp8) travel as raw unsigned integers of their size.
+    """
+
+    def __init__(self, xp: Any, host: np.ndarray):
+        self.dtype = host.dtype
+        raw = _device_dtype(xp, host.dtype)
+        self.size = host.size
+        self.before, after = guard_layout(raw, self.size)
+        self.whole = xp.empty(self.before + self.size + after, dtype=raw)
+        # a device fill through an integer view, as the poison (bytewise for 16-byte types)
+        width, value = guard_bits(raw) or guard_bits(np.int8)  # type: ignore[misc]
+        ints = self.whole.view(f"i{width}")
+        scale = raw.itemsize // width
+        ints[: self.before * scale].fill(value)
+        ints[(self.before + self.size) * scale:].fill(value)
+        self.inner = self.whole[self.before: self.before + self.size].reshape(host.shape)
+        self.inner.set(np.ascontiguousarray(host).view(raw))
+
+    def read(self) -> np.ndarray:
+        """A fresh host copy of the inner buffer, viewed as the host dtype."""
+        return self.inner.get().view(self.dtype)
+
+    def breach(self, name: str) -> GuardBreach | None:
+        """What the kernel wrote into the guards, or None."""
+        return guard_breach(name, self.whole[: self.before].get(),
+                            self.whole[self.before + self.size:].get())
+
+
+def _device_dtype(xp: Any, dtype: np.dtype) -> np.dtype:
+    if dtype.kind != "V" and dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        try:
+            xp.empty(0, dtype=dtype)
+            return dtype
+        except (TypeError, ValueError):
+            pass
+    return np.dtype(f"u{dtype.itemsize}")
+
+
 class CudaBound:
     """A compiled kernel with its arguments on the device and its geometry resolved."""
+
+    poisons_outputs = True  # poison_outputs fills them with the sentinel NaN
 
     def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any],
                  shared: Mapping[str, Any] | None = None):
@@ -73,6 +123,7 @@ class CudaBound:
         shared = shared or {}  # later stages take the arrays its earlier stages uploaded)
         args: list[Any] = []
         devices = self.device_args
+        self._guarded: dict[str, GuardedArray] = {}
         tensormaps: dict[int, str] = {}  # built once every array is on the device
         for p in sig.params:
             if p.name not in host_args:
@@ -85,7 +136,11 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' is a pointer but the inputs "
                                     f"give a {type(value).__name__}", line=sig.line,
                                     fix=f"Return a NumPy array for '{p.name}'.")
-                dev = shared[p.name] if p.name in shared else self._to_device(value)
+                if p.name in shared:  # a pipeline's earlier stage uploaded (and guards) it
+                    dev = shared[p.name]
+                else:
+                    self._guarded[p.name] = g = GuardedArray(cupy, value)
+                    dev = g.inner
                 devices[p.name] = dev
                 if p.name in spec.outputs:
                     self.outputs[p.name] = (dev, value.dtype)
@@ -112,12 +167,6 @@ class CudaBound:
                             f"{spec.name}", line=1, fix="Name the kernel's output arrays in --out.")
         self.args = tuple(args)
         fill(variant.module, spec, variant.constants, host_args)  # __constant__ from the inputs
-
-    def _to_device(self, a: np.ndarray) -> Any:
-        try:
-            return self._cupy.asarray(a)
-        except (TypeError, ValueError):  # bfloat16 / fp8: move the raw bytes
-            return self._cupy.asarray(a.view(f"u{a.dtype.itemsize}"))
 
     def _check_resources(self) -> None:
         fn = self.variant.fn
@@ -152,6 +201,16 @@ class CudaBound:
     def read_outputs(self) -> dict[str, np.ndarray]:
         """Copy the outputs back to the host, viewed as their declared dtypes."""
         return {k: dev.get().view(dtype) for k, (dev, dtype) in self.outputs.items()}
+
+    def read_inputs(self, names: Any) -> dict[str, np.ndarray]:
+        """Fresh host copies of the pointer inputs among ``names``, read from the device."""
+        return {n: self._guarded[n].read() for n in names
+                if n in self._guarded and n not in self.outputs}
+
+    def guard_breaches(self) -> list[GuardBreach]:
+        """Writes the kernel made into the guards around any pointer argument."""
+        found = (g.breach(name) for name, g in self._guarded.items())
+        return [b for b in found if b is not None]
 
     def launch_info(self) -> dict[str, Any]:
         """Return grid, block, shared memory and registers of this launch."""

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import re
 import sys
-import tempfile
 import traceback
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, Diagnostic
 from jupyter_ktune.spec import KernelSpec
 
@@ -107,18 +106,12 @@ def failure_at(line: int | None, message: str, fix: str = "") -> CompileFailure:
     return CompileFailure("pallas", text, [Diagnostic(line, "error", text)])
 
 
-def _cell_path(spec: KernelSpec) -> Path:
-    """Write the cell to a cached module file whose line numbers are the cell's."""
-    folder = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"pallas_{spec.name}_{spec.source_hash}.py"
+def _cell_file(spec: KernelSpec) -> tuple[Path, str]:
+    """Write the cell to a module file whose line numbers are the cell's, in the private cache
+    folder (named and checked by its content hash, issue 15 item 9); return it and its text."""
     header = f"# %%kernel {spec.name} --backend pallas (jupyter-ktune; lines = cell lines)\n"
     text = header + "\n" * max(spec.body_line - 2, 0) + spec.source
-    if not path.is_file() or path.read_text() != text:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)  # atomic: another worker may be reading it
-    return path
+    return cached_text(cache_dir(), f"pallas_{spec.name}", ".py", text)
 
 
 def cell_failure(exc: BaseException, path: Path) -> CompileFailure:
@@ -171,7 +164,7 @@ def cell_module_name(spec: KernelSpec, lowering: str) -> str:
 
 def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
     """Execute the cell file as a module with INTERPRET and LOWERING defined (once per worker)."""
-    path = _cell_path(spec)
+    path, text = _cell_file(spec)
     name = cell_module_name(spec, lowering)
     if name in sys.modules:
         return sys.modules[name]
@@ -183,7 +176,7 @@ def load_cell(spec: KernelSpec, lowering: str) -> types.ModuleType:
     sys.modules[name] = module
     try:
         # dont_inherit: the cell gets its own __future__ flags, not this package's annotations
-        code = compile(path.read_text(), str(path), "exec", dont_inherit=True)
+        code = compile(text, str(path), "exec", dont_inherit=True)  # the checked text
         exec(code, module.__dict__)  # noqa: S102
     except Exception as exc:  # noqa: BLE001 - any failure of the cell is reported on its line
         sys.modules.pop(name, None)

@@ -5,7 +5,7 @@ JAX is imported in the worker only, when a variant is prepared or bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -103,21 +103,31 @@ class PallasVariant:
         except CompileFailure as exc:  # inputs of another shape than at compile time
             raise CellError(str(exc).removeprefix("[ktune] "), line=exc.diagnostics[0].line
                             if exc.diagnostics else None) from None
-        return PallasBound(self, compiled, jitted, [host_args[n] for n in arrays])
+        return PallasBound(self, compiled, jitted, {n: host_args[n] for n in arrays})
 
 
 class PallasBound:
-    """A compiled variant with its inputs on the device; outputs are what the call returns."""
+    """A compiled variant with its inputs on the device; outputs are what the call returns.
+
+    No guard regions (issue 15 item 5): the outputs are fresh buffers JAX allocates for each
+    call, so there is nothing to put guards around before the run, and a Pallas kernel reaches
+    memory only through its refs and block specs, which JAX bounds-checks when it traces them.
+    The inputs are read back after the verification run all the same (``read_inputs``): an
+    ``input_output_aliases`` kernel may still write them.
+    """
+
+    poisons_outputs = False  # see poison_outputs: a NaN is "never written, or written as NaN"
 
     def __init__(self, variant: PallasVariant, compiled: Any, jitted: Any,
-                 arrays: Sequence[np.ndarray]):
+                 arrays: Mapping[str, np.ndarray]):
         import jax
 
         self._jax = jax
         # call: the compiled executable; traceable: the same function, jitted, for timers that
         # build a larger program around it (the L2 flush)
         self.variant, self.call, self.traceable = variant, compiled, jitted
-        self.args = tuple(jax.device_put(np.asarray(a)) for a in arrays)
+        self.names = tuple(arrays)
+        self.args = tuple(jax.device_put(np.asarray(a)) for a in arrays.values())
         self._out: Any = None
 
     def launch(self) -> None:
@@ -149,6 +159,12 @@ class PallasBound:
                             f"{len(names)} ({', '.join(names) or 'none'})", line=1,
                             fix="Name one --out per returned array, in order.")
         return {n: np.asarray(o) for n, o in zip(names, outs, strict=True)}
+
+    def read_inputs(self, names: Any) -> dict[str, np.ndarray]:
+        """Fresh host copies of the bound inputs among ``names`` (never views of the host
+        originals: on the CPU ``device_put`` may share their memory)."""
+        by_name = dict(zip(self.names, self.args, strict=True))
+        return {n: np.array(by_name[n], copy=True) for n in names if n in by_name}
 
     def launch_info(self) -> dict[str, Any]:
         """Lowering and the input shapes of this binding."""

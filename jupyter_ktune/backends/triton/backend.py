@@ -27,6 +27,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, ClassVar
 
+from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.base import DeviceInfo, Variant
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
@@ -104,6 +105,8 @@ class TritonBackend:
         self.interpret  # noqa: B018 - decide the mode before triton is imported
         try:
             return load_module(spec.source, spec.name, spec.body_line)
+        except CacheFolderError:
+            raise  # not the cell's fault: "cannot run", with the fix
         except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
             raise (missing_from(exc) or import_failure(exc, "ktune_triton_")) from None
 

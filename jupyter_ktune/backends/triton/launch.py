@@ -1,7 +1,12 @@
 """A Triton variant (the imported kernel, its constexprs and launch options) and its binding.
 
 Arguments become torch tensors on the GPU, or on the CPU under the interpreter; the outputs are
-kept where they are so verification can compare them in place.
+kept where they are so verification can compare them in place. Every array argument is a copy
+inside a guarded buffer (:mod:`jupyter_ktune.measure.integrity`, issue 15 items 5 and 6): the
+kernel gets the inner view, so a write past either end lands in a guard and is reported, and an
+in-place kernel changes the copy, never the worker's host inputs (on the CPU, ``torch.from_numpy``
+alone would hand the kernel the host array itself). A non-contiguous torch tensor from the inputs
+function is cloned as it is (its strides kept), without guards.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import numpy as np
 
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -44,8 +50,45 @@ def to_numpy(tensor: Any, dtype: np.dtype) -> np.ndarray:
     return host.numpy().astype(dtype, copy=False)
 
 
+class Guarded:
+    """A copy of one array argument on ``device`` inside a buffer with guards on both sides."""
+
+    def __init__(self, value: Any, device: str):
+        src = to_torch(value, "cpu") if isinstance(value, np.ndarray) else value.detach()
+        self.item, self.size = src.element_size(), src.numel()
+        self.before, after = guard_layout(np.dtype((np.void, self.item)), self.size)
+        import torch
+
+        self.whole = torch.empty(self.before + self.size + after, dtype=src.dtype, device=device)
+        raw = self.whole.view(torch.uint8)
+        raw[: self.before * self.item].fill_(GUARD_BYTE)
+        raw[(self.before + self.size) * self.item:].fill_(GUARD_BYTE)
+        self.inner = self.whole[self.before: self.before + self.size].view(src.shape)
+        self.inner.copy_(src)
+
+    def breach(self, name: str) -> Any:
+        """What the kernel wrote into the guards (a GuardBreach), or None."""
+        import torch
+
+        raw = self.whole.view(torch.uint8)
+        cut, end = self.before * self.item, (self.before + self.size) * self.item
+        elem = np.dtype((np.void, self.item))
+        return guard_breach(name, raw[:cut].cpu().numpy().view(elem),
+                            raw[end:].cpu().numpy().view(elem))
+
+
+def _guarded(value: Any, device: str) -> tuple[Any, Guarded | None]:
+    """``(tensor the kernel gets, its guards or None)`` for an array argument."""
+    if isinstance(value, np.ndarray) or value.is_contiguous():
+        g = Guarded(value, device)
+        return g.inner, g
+    return value.to(device).clone(), None
+
+
 class TritonBound:
     """The kernel with its arguments as tensors (CUDA or CPU) and its grid resolved."""
+
+    poisons_outputs = True  # poison_outputs fills them with the sentinel NaN
 
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
         spec, sig, cfg = variant.spec, variant.sig, variant.values
@@ -55,6 +98,8 @@ class TritonBound:
         grid = spec.grid(env)  # type: ignore[misc]
         self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
+        self.inputs: dict[str, tuple[Any, np.dtype]] = {}
+        self._guards: dict[str, Guarded] = {}
         self.kwargs: dict[str, Any] = {}
         for p in sig.runtime:
             if p in host_args:
@@ -67,15 +112,13 @@ class TritonBound:
                 raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                                 fix=f"Return '{p}' from the inputs function (it returned "
                                     f"{', '.join(host_args) or 'nothing'}).")
-            if isinstance(value, np.ndarray):
-                dev = to_torch(value, variant.device)
-                if p in spec.outputs:
-                    self.outputs[p] = (dev, value.dtype)
-                value = dev
-            elif hasattr(value, "data_ptr"):  # a torch tensor from the inputs function
-                value = value.to(variant.device).clone()
-                if p in spec.outputs:
-                    self.outputs[p] = (value, _np_dtype(value))
+            # a torch tensor from the inputs function, or a NumPy array
+            if isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
+                dtype = value.dtype if isinstance(value, np.ndarray) else _np_dtype(value)
+                value, guards = _guarded(value, variant.device)
+                if guards is not None:
+                    self._guards[p] = guards
+                (self.outputs if p in spec.outputs else self.inputs)[p] = (value, dtype)
             self.kwargs[p] = value
         self.kwargs.update(variant.constexprs)
         self.kwargs.update(variant.options)
@@ -103,6 +146,16 @@ class TritonBound:
     def read_outputs(self) -> dict[str, np.ndarray]:
         """Copy the outputs back to the host."""
         return {k: to_numpy(dev, dtype) for k, (dev, dtype) in self.outputs.items()}
+
+    def read_inputs(self, names: Any) -> dict[str, np.ndarray]:
+        """Fresh host copies of the bound inputs among ``names`` (what the kernel left there)."""
+        return {n: np.array(to_numpy(*self.inputs[n]), copy=True) for n in names
+                if n in self.inputs}
+
+    def guard_breaches(self) -> list[Any]:
+        """Writes the kernel made into the guards around any array argument."""
+        found = (g.breach(name) for name, g in self._guards.items())
+        return [b for b in found if b is not None]
 
     def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
         """The output tensors where they are, with their declared dtypes (compared in place)."""

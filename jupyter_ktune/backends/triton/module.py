@@ -1,27 +1,28 @@
 """The worker side of a Triton cell before launch: interpreter or GPU, the module file.
 
-Triton reads kernel source with ``inspect``, so the cell is written to a real file (cached by
-its hash) and imported; :func:`choose_mode` decides whether this machine runs the interpreter,
-which must happen before ``import triton``.
+Triton reads kernel source with ``inspect``, so the cell is written to a real file in the
+private cache folder (:mod:`jupyter_ktune.backends.cache_folder`, named and checked by its
+content hash) and the checked text is executed as a module; :func:`choose_mode` decides whether
+this machine runs the interpreter, which must happen before ``import triton``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
+import linecache
 import os
 import sys
-import tempfile
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cache_folder import cache_dir, cached_text, digest
 from jupyter_ktune.errors import CompileFailure, Diagnostic
 
 # Line 1 of the module file stands for the %%kernel line, so file lines equal cell lines.
-_PRELUDE = "import triton; import triton.language as tl; from triton import cdiv  # ktune\n"
+PRELUDE = "import triton; import triton.language as tl; from triton import cdiv  # ktune\n"
 _LOAD_LOCK = threading.Lock()
 
 
@@ -69,39 +70,31 @@ def ensure_allocator() -> None:
     _allocator_set = True
 
 
-def _cache_dir() -> Path:
-    base = Path(os.environ.get("KTUNE_CACHE_DIR", Path(tempfile.gettempdir()) / "ktune"))
-    folder = base / "triton"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 def load_module(source: str, name: str, body_line: int = 2) -> Any:
-    """Write ``source`` to a cached ``.py`` file keyed by its hash and import it.
+    """Write ``source`` to a cached ``.py`` file named by its hash and execute it as a module.
 
     Triton reads kernel source with ``inspect``, so it must live in a real file. The file's
-    first lines stand in for the magic line, so its line numbers are the cell's.
+    first lines stand in for the magic line, so its line numbers are the cell's. The text run
+    is the one checked against the file's name, and ``linecache`` holds it, so ``inspect``
+    reads the same text (issue 15 item 9).
     """
-    text = _PRELUDE + "\n" * (body_line - 2) + source + "\n"
-    key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    modname = f"ktune_triton_{name}_{key}"
+    text = PRELUDE + "\n" * (body_line - 2) + source + "\n"
+    stem = f"ktune_triton_{name}"
+    modname = f"{stem}_{digest(text)}"
     with _LOAD_LOCK:  # the static-report thread and the run may load the same cell at once
         if modname in sys.modules:
             return sys.modules[modname]
-        return _load(text, modname)
+        path, text = cached_text(cache_dir("triton"), stem, ".py", text)
+        return _execute(text, modname, str(path))
 
 
-def _load(text: str, modname: str) -> Any:
-    path = _cache_dir() / f"{modname}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    spec = importlib.util.spec_from_file_location(modname, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+def _execute(text: str, modname: str, filename: str) -> Any:
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    module = types.ModuleType(modname)
+    module.__file__ = filename
     sys.modules[modname] = module
     try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        exec(compile(text, filename, "exec"), module.__dict__)  # noqa: S102 - the user's cell
     except BaseException:
         del sys.modules[modname]
         raise
