@@ -185,21 +185,26 @@ extern "C" __global__ void k(const __grid_constant__ kt::TensorMap a_map, const 
 """
 
 
-class FakeDeviceArray:
-    """What CudaBound reads of a CuPy array: address, shape, strides."""
+class FakeDeviceArray(np.ndarray):
+    """What CudaBound uses of a CuPy array: host memory with CuPy's ``data.ptr``, ``set``
+    and ``get`` (guarded buffers are views into one allocation, as on the device)."""
 
-    next_ptr = 1 << 20
+    @property
+    def data(self):  # type: ignore[override]
+        return types.SimpleNamespace(ptr=self.__array_interface__["data"][0])
 
-    def __init__(self, a: np.ndarray):
-        self.shape, self.strides, self.dtype = a.shape, a.strides, a.dtype
-        self.data = types.SimpleNamespace(ptr=FakeDeviceArray.next_ptr)
-        FakeDeviceArray.next_ptr += 1 << 20
+    def set(self, host):
+        self[...] = host
+
+    def get(self):
+        return np.array(self, copy=True).view(np.ndarray)
 
 
 @pytest.fixture
 def fake_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     module = types.ModuleType("cupy")
-    module.asarray = FakeDeviceArray  # type: ignore[attr-defined]
+    module.asarray = lambda a: np.array(a).view(FakeDeviceArray)  # type: ignore[attr-defined]
+    module.empty = lambda n, dtype: np.empty(n, dtype).view(FakeDeviceArray)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupy", module)
 
 
