@@ -49,7 +49,8 @@ def distribution(module: str) -> str:
     top = module.split(".")[0]
     for dist in importlib.metadata.packages_distributions().get(top, []):
         try:
-            return f"{dist} {importlib.metadata.version(dist)}"
+            meta = importlib.metadata.metadata(dist)
+            return f"{meta['Name']} {meta['Version']}"
         except importlib.metadata.PackageNotFoundError:
             continue
     return ""

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
 from jupyter_ktune.errors import CompileFailure, Diagnostic
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
@@ -115,6 +116,8 @@ class AotRequest:
             spec = importlib.util.spec_from_file_location(name, self.module_path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[name] = module
+            if asks_for_target(Path(self.module_path).read_text()):  # no GPU in this child
+                install_target_driver(self.arch)
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         try:
             ck = aot_compile(getattr(module, self.kernel), self.types, self.constexprs,
