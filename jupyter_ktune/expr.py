@@ -120,7 +120,10 @@ def _prod(values: Any, *, start: Any = 1) -> Any:
 SAFE_FUNCS: dict[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "int": int, "round": _round, "len": len,
     "cdiv": lambda a, b: -(-a // b), "log2": math.log2, "prod": _prod,
+    "next_power_of_2": lambda n: 1 << (int(n) - 1).bit_length() if n > 0 else 1,
 }
+# ``triton.cdiv(n, BLOCK)`` as Triton users write grids: these modules' helpers are SAFE_FUNCS.
+SAFE_MODULES = frozenset({"triton", "tl"})
 # Methods of arrays and tensors an expression may call (``x.size(0)``, ``x.numel()``); any other
 # method call could be unbounded (``'a'.center(10**9)``).
 SAFE_METHODS = frozenset({"numel", "nelement", "size", "dim", "item", "element_size", "stride"})
@@ -183,6 +186,9 @@ class _Rewrite(ast.NodeTransformer):
         f = node.func
         if isinstance(f, ast.Name) and f.id in SAFE_FUNCS:
             node.func = ast.Name(f"{_HELPER}{f.id}", ast.Load())
+        elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+              and f.value.id in SAFE_MODULES and f.attr in SAFE_FUNCS):
+            node.func = ast.Name(f"{_HELPER}{f.attr}", ast.Load())
         elif isinstance(f, ast.Attribute) and f.attr in SAFE_METHODS:
             node.func = self.visit(f)
         else:
@@ -221,15 +227,20 @@ def compile_expr(expr: str, line: int | None, what: str) -> Any:
                         fix=fix) from None
 
 
-def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None) -> Any:
-    """Evaluate a compiled cell expression over ``env`` (parameters, limits, inputs)."""
+def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None,
+              comment: str = "//") -> Any:
+    """Evaluate a compiled cell expression over ``env`` (parameters, limits, inputs).
+
+    ``comment`` is the cell's directive comment, ``//`` (CUDA C++) or ``#`` (Python backends),
+    for the fix of an unknown name.
+    """
     try:
         return eval(code, _SCOPE, env)  # type: ignore[arg-type]  # noqa: S307 - checked and rewritten by compile_expr
     except NameError as exc:
         name = str(exc).split("'")[1] if "'" in str(exc) else str(exc)
         raise CellError(f"'{name}' in '{text.strip()}' is neither a parameter nor an input",
-                        line=line, fix=f"Declare it (// ktune: {name} in [...]) or return it "
-                        "from the inputs function.") from None
+                        line=line, fix=f"Declare it ({comment} ktune: {name} in [...]) or return "
+                        "it from the inputs function.") from None
     except ExprLimit as exc:
         raise CellError(f"'{text.strip()}': {exc}", line=line, fix=_LIMIT_FIX) from None
     except Exception as exc:  # noqa: BLE001 - any user-expression failure is a cell error

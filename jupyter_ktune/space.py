@@ -144,6 +144,7 @@ class Constraint:
 
     expr: str
     line: int | None = None
+    comment: str = "//"  # the cell's directive comment (``#`` in Python cells), for fixes
     _code: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -151,7 +152,7 @@ class Constraint:
 
     def holds(self, env: Mapping[str, Any]) -> bool:
         """Evaluate the constraint; a name it cannot resolve is a cell error, not False."""
-        return bool(eval_expr(self._code, env, self.expr, self.line))
+        return bool(eval_expr(self._code, env, self.expr, self.line, self.comment))
 
 
 SCAN_CONFIGS = 100_000  # configs a count or a search for the first valid one looks at

@@ -25,14 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from jupyter_ktune.backends import backend_names
+from jupyter_ktune.backends import backend_names, get_backend
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Constraint, Param, Space, compile_expr, eval_expr
 
 Lang = Literal["cuda", "triton", "pallas"]
 LANGS: tuple[str, ...] = get_args(Lang)
 
-_DIRECTIVE = re.compile(r"^\s*(?://|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
+_DIRECTIVE = re.compile(r"^\s*(?P<comment>//|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
+_LAMBDA = re.compile(r"^lambda\s+(?P<meta>[A-Za-z_]\w*)\s*:\s*(?P<body>.+)$", re.S)
 _IN_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+(?P<values>.+)$")
 _ASSIGN_STMT = re.compile(r"^(?P<key>grid|block|smem|flops|bytes)\s*=\s*(?P<expr>.+)$")
 _REQUIRE_STMT = re.compile(r"^require\s+(?P<expr>.+)$")
@@ -54,14 +55,24 @@ class Expr:
     text: str
     line: int | None = None
     what: str = "expression"
+    comment: str = "//"  # the cell's directive comment, for the fix of an unknown name
     _code: Any = field(default=None, compare=False, repr=False)
+    _meta: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_code", compile_expr(self.text, self.line, self.what))
+        body = self.text
+        m = _LAMBDA.match(body.strip())
+        if m:  # a Triton grid: lambda META: (triton.cdiv(n, META["BLOCK"]),)
+            object.__setattr__(self, "_meta", m.group("meta"))
+            body = m.group("body")
+        object.__setattr__(self, "_code", compile_expr(body, self.line, self.what))
 
     def __call__(self, env: Mapping[str, Any]) -> Any:
-        """Evaluate over ``env`` (parameters as C++ integers, scalar inputs, arrays)."""
-        return eval_expr(self._code, env, self.text, self.line)
+        """Evaluate over ``env`` (parameters as C++ integers, scalar inputs, arrays); a
+        ``lambda META:`` expression sees the same names as ``META[...]`` too."""
+        if self._meta is not None:
+            env = {**env, self._meta: dict(env)}
+        return eval_expr(self._code, env, self.text, self.line, self.comment)
 
 
 MAX_TIMEOUT_S = 86400.0  # a day; more is a typo (and select() overflows on huge values)
@@ -122,12 +133,18 @@ class KernelSpec:
     includes: tuple[tuple[str, int | None], ...] = ()  # (folder, cell line): -I for CUDA C++
     types: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)  # T -> (float, line)
     pipeline: tuple[str, int | None] | None = None  # the pipeline directive's list, its line
+    # source the cell's module needs besides the cell: @triton.jit helpers of earlier cells
+    helpers: str = ""
+    # where the kernel came from with --from: "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel
+    # (liger-kernel 0.8.5)"; the source is then the package's, after the cell's directives
+    origin: str = ""
+    package_source: str = ""  # that source alone, shown read-only in the result
 
     @property
     def source_hash(self) -> str:
         """SHA-256 over what changes the compiled code: an edited kernel never reuses timings."""
         h = hashlib.sha256()
-        for part in (self.backend, self.name, self.source,
+        for part in (self.backend, self.name, self.source, self.helpers,
                      *(e.text if e else "" for e in (self.grid, self.block, self.smem)),
                      *(path for path, _ in self.includes)):
             h.update(part.encode())
@@ -207,7 +224,7 @@ class _Draft:
     pipeline: tuple[str, int | None] | None = None
 
 
-def _statement(stmt: str, line: int | None, draft: _Draft) -> None:
+def _statement(stmt: str, line: int | None, draft: _Draft, comment: str = "//") -> None:
     if m := _IN_STMT.match(stmt):
         name = m.group("name")
         if name in draft.params:
@@ -216,9 +233,9 @@ def _statement(stmt: str, line: int | None, draft: _Draft) -> None:
         draft.params[name] = Param(name, parse_values(m.group("values"), line, name), line)
     elif m := _ASSIGN_STMT.match(stmt):
         key = m.group("key")
-        draft.exprs[key] = Expr(m.group("expr"), line, key)
+        draft.exprs[key] = Expr(m.group("expr"), line, key, comment)
     elif m := _REQUIRE_STMT.match(stmt):
-        draft.constraints.append(Constraint(m.group("expr"), line))
+        draft.constraints.append(Constraint(m.group("expr"), line, comment=comment))
     elif m := _INCLUDE_STMT.match(stmt):
         draft.includes.append((m.group("path").strip().strip("'\""), line))
     elif m := _PIPELINE_STMT.match(stmt):
@@ -237,7 +254,7 @@ def parse_directives(body: str, body_line: int = 2) -> _Draft:
         if not m:
             continue
         for stmt in _split_statements(m.group("body")):
-            _statement(stmt, body_line + i, draft)
+            _statement(stmt, body_line + i, draft, m.group("comment"))
     return draft
 
 
@@ -269,7 +286,10 @@ class _ArgParser(argparse.ArgumentParser):
 
 def _line_parser() -> _ArgParser:
     p = _ArgParser(prog="%%kernel", add_help=False)
-    p.add_argument("name", help="the kernel function's name")
+    p.add_argument("name", nargs="?", help="the kernel function's name")
+    p.add_argument("--from", dest="origin", metavar="MODULE:KERNEL",
+                   help="read the kernel from an installed package, e.g. "
+                        "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel")
     p.add_argument("--backend", "-b", default="cuda")
     p.add_argument("--inputs", "-i", help="function returning a dict of the kernel's arguments")
     p.add_argument("--reference", "-r", help="function computing the correct outputs")
@@ -340,15 +360,25 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,
                         fix=f"Use --backend {' | '.join(known)}.")
+    comment = "//" if args.backend == "cuda" else "#"
+    origin, package_source = "", ""
+    if args.origin:
+        from jupyter_ktune.from_package import read_kernel
+
+        package_source, origin, kernel = read_kernel(args.origin, args.backend)
+        args.name = args.name or kernel
+    if not args.name:
+        raise CellError("magic line: the kernel's name is missing", line=1,
+                        fix="Write %%kernel NAME --backend ..., or --from module:NAME.")
     draft = parse_directives(body)
     for item in args.param:
         name, _, values = item.partition("=")
         draft.params.pop(name.strip(), None)
-        _statement(f"{name.strip()} in [{values}]", 1, draft)
+        _statement(f"{name.strip()} in [{values}]", 1, draft, comment)
     for key in ("grid", "block", "smem", "flops", "bytes"):
         if getattr(args, key):
-            draft.exprs[key] = Expr(getattr(args, key), 1, key)
-    draft.constraints.extend(Constraint(r, 1) for r in args.require)
+            draft.exprs[key] = Expr(getattr(args, key), 1, key, comment)
+    draft.constraints.extend(Constraint(r, 1, comment=comment) for r in args.require)
     initial = {}
     for item in args.config:
         name, sep, value = item.partition("=")
@@ -384,11 +414,16 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     if reference is not None and not outputs:
         raise CellError("--reference needs the names of the outputs to check", line=1,
                         fix="Add --out y (comma-separated for several).")
-    return KernelSpec(
+    if package_source:  # the cell holds directives only; the package's text follows them
+        body = body.rstrip("\n") + "\n" + package_source if body.strip() else package_source
+    spec = KernelSpec(
         name=args.name, backend=args.backend, source=body, space=space,
         grid=draft.exprs.get("grid"), block=draft.exprs.get("block"), smem=draft.exprs.get("smem"),
         flops=draft.exprs.get("flops"), bytes=draft.exprs.get("bytes"),
         inputs=_lookup(namespace, args.inputs, "--inputs"), reference=reference,
         compare=_lookup(namespace, args.compare, "--compare"), outputs=outputs, initial=initial,
         options=options, includes=(*((d, 1) for d in args.include), *draft.includes),
-        types=dict(draft.types), pipeline=draft.pipeline)
+        types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
+        package_source=package_source)
+    expand = getattr(get_backend(spec.backend), "expand", None)
+    return expand(spec, namespace) if expand is not None else spec

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import math
 import os
 import platform
@@ -109,11 +110,26 @@ def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
     return args
 
 
-def _expected(spec: KernelSpec, host_args: dict[str, Any]) -> dict[str, Any] | None:
-    """The reference's outputs for these inputs (computed on a copy: kernels write in place)."""
+def takes_config(reference: Any) -> bool:
+    """Whether the reference names a ``config`` parameter: outputs whose layout depends on the
+    config (partial sums per block, a chunked scan) need it; ``**kwargs`` alone does not ask."""
+    try:
+        params = inspect.signature(reference).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get("config")
+    return p is not None and p.kind is not inspect.Parameter.VAR_KEYWORD
+
+
+def _expected(spec: KernelSpec, host_args: dict[str, Any],
+              config: Config | None = None) -> dict[str, Any] | None:
+    """The reference's outputs for these inputs (computed on a copy: kernels write in place);
+    a reference that takes ``config`` gets the config's values as the kernel sees them."""
     if spec.reference is None or not spec.options.verify:
         return None
     originals = copy.deepcopy(host_args)
+    if config is not None and takes_config(spec.reference):
+        originals["config"] = spec.space.py_env(config)
     try:
         return reference_outputs(spec.reference(**originals), spec.outputs)
     except TypeError as exc:
@@ -271,10 +287,12 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         bound = variant.bind(host_args)
         tick("bind")
         if not reused:
-            if current["expected"] is None:
+            per_config = spec.reference is not None and takes_config(spec.reference)
+            if current["expected"] is None or (per_config and current.get("config") != config):
                 if spec.reference is not None and spec.options.verify:
                     phases.enter(phases.reference(spec.reference, host_args))
-                current["expected"] = _expected(spec, host_args)
+                current["config"] = config
+                current["expected"] = _expected(spec, host_args, config)
                 current["on_device"] = (DeviceReference(current["expected"])
                                         if current["expected"] is not None else None)
             current["uses"] += 1

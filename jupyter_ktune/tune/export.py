@@ -39,21 +39,57 @@ def _header(report: TuneReport, comment: str) -> list[str]:
     return lines
 
 
-def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = ()) -> str:
+def _cell_decorators(spec: Any, kernel: str) -> list[str]:
+    """The kernel's ``@triton.autotune(...)`` line with ``configs=configs`` and its other
+    arguments (``key``, ``prune_configs_by``, ``reset_to_zero``, ...) as the cell wrote them,
+    then its other decorators; [] when the cell's kernel has no autotune decorator."""
+    import ast
+
+    try:
+        tree = ast.parse(spec.source)
+    except SyntaxError:
+        return []
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if fn is None:
+        return []
+    out, found = [], False
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and "autotune" in ast.unparse(dec.func):
+            found = True
+            args = ["configs=configs"] + [ast.unparse(k) for k in dec.keywords
+                                          if k.arg != "configs"]
+            out.append(f"@{ast.unparse(dec.func)}({', '.join(args)})")
+        else:
+            out.append(f"@{ast.unparse(dec)}")
+    return out if found else []
+
+
+def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = (),
+                   spec: Any = None) -> str:
     """Write a ``configs = [triton.Config(...), ...]`` list and an ``@triton.autotune`` decorator.
+
+    With the cell's ``spec``, a kernel that came with its own ``@triton.autotune`` gets that
+    decorator back with the tuned list (same ``key``, hooks and pruning), and a kernel read with
+    ``--from`` says which package and version it came from.
 
     Examples
     --------
     >>> print(report.export("triton", k=2, key=("M", "N", "K")))   # doctest: +SKIP
     """
-    lines = ["import triton", "", *_header(report, "#"), "configs = ["]
+    origin = getattr(spec, "origin", "") if spec is not None else ""
+    lines = ["import triton", "", *_header(report, "#"),
+             *([f"# Kernel from {origin}"] if origin else []), "configs = ["]
     for r in _ranked(report, k):
         kwargs = {n: v for n, v in r.config.items() if n not in TRITON_OPTIONS}
         opts = "".join(f", {n}={r.config[n]!r}" for n in TRITON_OPTIONS if n in r.config)
         time = f"  # {r.median_ms * 1e3:.2f} µs" if r.median_ms is not None else ""
         lines.append(f"    triton.Config({kwargs!r}{opts}),{time}")
-    lines += ["]", "", f"# @triton.autotune(configs=configs, key={list(key)!r})",
-              "# @triton.jit", f"# def {report.kernel}(...): ..."]
+    own = _cell_decorators(spec, report.kernel) if spec is not None else []
+    if own:
+        lines += ["]", "", *(f"# {d}" for d in own), f"# def {report.kernel}(...): ..."]
+    else:
+        lines += ["]", "", f"# @triton.autotune(configs=configs, key={list(key)!r})",
+                  "# @triton.jit", f"# def {report.kernel}(...): ..."]
     return "\n".join(lines) + "\n"
 
 

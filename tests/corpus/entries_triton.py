@@ -102,11 +102,13 @@ def dyt_reference(X, Alpha, Gamma, Beta, **_):
 def rope_inputs(bs=2, sl=8, n_qh=4, n_kh=2, hd=16):
     q = np.random.randn(bs, sl, n_qh, hd).astype(np.float32)
     k = np.random.randn(bs, sl, n_kh, hd).astype(np.float32)
-    ang = np.random.rand(1, sl, hd).astype(np.float32) * 3
+    half = np.random.rand(1, sl, hd // 2).astype(np.float32) * 3
+    ang = np.concatenate([half, half], axis=-1)  # HF layout: the two halves repeat
     return dict(q_ptr=q, q_row_stride=n_qh * hd, k_ptr=k, k_row_stride=n_kh * hd,
                 cos=np.cos(ang), cos_row_stride=hd, sin=np.sin(ang), sin_row_stride=hd, sl=sl,
                 bs=bs, cos_bs=1, n_qh=n_qh, n_kh=n_kh, hd=hd, pad_n_qh=_pow2(n_qh),
-                pad_n_kh=_pow2(n_kh), pad_hd=_pow2(hd), pad_rd=_pow2(hd // 2), rd=hd,
+                pad_n_kh=_pow2(n_kh), pad_hd=_pow2(hd), pad_rd=_pow2(hd), rd=hd,
+                BLOCK_SIZE=max(_pow2(n_qh), _pow2(n_kh)),
                 BACKWARD_PASS=False)
 
 

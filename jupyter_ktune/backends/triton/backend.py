@@ -21,16 +21,28 @@ whether this machine runs the interpreter (``TRITON_INTERPRET`` must be set befo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
+from jupyter_ktune.backends.base import DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
-from jupyter_ktune.backends.base import DeviceInfo, Variant
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
+from jupyter_ktune.backends.triton.decorators import apply_heuristics, unwrap
+from jupyter_ktune.backends.triton.given import as_constexpr
+from jupyter_ktune.backends.triton.interpreter import (
+    asks_for_target,
+    bind_libdevice,
+    install_target_driver,
+    patch_float_scalars,
+)
+from jupyter_ktune.backends.triton.describe import expand as expand_autotune
+from jupyter_ktune.backends.triton.describe import module_source
+from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.launch import TritonVariant
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
@@ -66,12 +78,22 @@ class TritonBackend:
         """Host-side checks (no triton import): see :func:`check_cell`."""
         check_cell(spec)
 
+    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any]) -> KernelSpec:
+        """At parse time, on the notebook side: the jit helpers of earlier cells that the cell
+        uses (:mod:`.helpers`), and the kernel's ``@triton.autotune`` list as tunables
+        (:mod:`.describe`)."""
+        helpers = notebook_helpers(spec.source, namespace)
+        if helpers:
+            spec = dataclasses.replace(spec, helpers=helpers)
+        return expand_autotune(spec)
+
     @cached_property
     def interpret(self) -> bool:
         """Whether this worker runs Triton's interpreter (decided before importing triton)."""
         interpret = choose_mode()
         if interpret:
             patch_interpreter_dot()
+            patch_float_scalars()
         return interpret
 
     @cached_property
@@ -102,13 +124,18 @@ class TritonBackend:
         return self._device
 
     def _module(self, spec: KernelSpec) -> Any:
-        self.interpret  # noqa: B018 - decide the mode before triton is imported
+        interpret = self.interpret  # decide the mode before triton is imported
         try:
-            return load_module(spec.source, spec.name, spec.body_line)
+            if interpret and asks_for_target(spec.source):
+                install_target_driver(spec.options.arch)
+            module = load_module(module_source(spec), spec.name, spec.body_line)
         except CacheFolderError:
             raise  # not the cell's fault: "cannot run", with the fix
         except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
             raise (missing_from(exc) or import_failure(exc, "ktune_triton_")) from None
+        if interpret:
+            bind_libdevice(module.__dict__)
+        return module
 
     def _aot_compile(self, spec: KernelSpec, config: Config) -> Any:
         """Compile for ``spec.options.arch`` without a GPU; shared by the static report and
@@ -121,12 +148,18 @@ class TritonBackend:
             raise CellError("the static report needs --inputs to know the argument types",
                             line=1, fix="Add --inputs make_inputs.")
         cxx = spec.space.py_env(config)  # the values, as at run time
-        types, aligned = self._argument_types(spec, sig, kernel, cxx)
-        constexprs = {p: cxx[p] if p in cxx else _default(kernel, p) for p in sig.constexprs}
+        types, aligned, host = self._argument_types(spec, sig, kernel, cxx)
+        chain = unwrap(kernel)
+        values = {**host, **cxx}
+        values.update(apply_heuristics(chain, values))
+        constexprs = {p: values[p] if p in values else _default(chain.jit, p)
+                      for p in sig.constexprs}
         options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}
         key = (spec.source_hash, config, tuple(sorted(types.items())), tuple(sorted(aligned)),
                spec.options.arch)
-        request = ts.AotRequest(module.__file__, spec.name, types, constexprs, frozenset(aligned),
+        request = ts.AotRequest(module.__file__, spec.name, types,
+                                {k: as_constexpr(v) for k, v in constexprs.items()},
+                                frozenset(aligned),
                                 options, spec.options.arch, sig.def_lines)
         with self._aot_lock:
             if key not in self._aot:
@@ -138,13 +171,14 @@ class TritonBackend:
         return out
 
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
-                        cxx: dict[str, int]) -> tuple[dict[str, str], set[str]]:
+                        cxx: dict[str, int]) -> tuple[dict[str, str], set[str], dict[str, Any]]:
         """Argument types and 16-byte alignment, from ONE call of the inputs function per cell.
 
         Calling ``inputs()`` for every config made a sweep of a 4096^3 GEMM spend seconds per
         variant generating arrays only to read their dtypes (bench/results/sweeps-h200).
         Tunables are never runtime arguments of a Triton kernel (they are constexprs or launch
-        options), so the types do not depend on the config.
+        options), so the types do not depend on the config. The third item is the inputs'
+        values of the kernel's constexprs and of everything a heuristic may read.
         """
         code = getattr(spec.inputs, "__code__", None)
         key = (spec.source_hash, code.co_code if code else repr(spec.inputs),
@@ -158,16 +192,20 @@ class TritonBackend:
         for p in sig.runtime:
             value = host.get(p, cxx.get(p))
             if value is None:
-                value = _default(kernel, p)
+                value = _default(unwrap(kernel).jit, p)
+            if value is None and p in host:
+                types[p] = "constexpr"  # a None argument (fla's cu_seqlens=None) specializes
+                continue
             if value is None:
                 raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                                 fix=f"Return '{p}' from the inputs function.")
             types[p] = ts.arg_type(p, value)
             if ts.divisible(value):
                 aligned.add(p)
+        given = {p: v for p, v in host.items() if p in sig.params}
         with self._aot_lock:
-            self._arg_types[key] = (types, aligned)
-        return types, aligned
+            self._arg_types[key] = (types, aligned, given)
+        return types, aligned, given
 
     def static_report(self, spec: KernelSpec, config: Config) -> Any:
         """Triton's own sm_90 compile (no GPU needed): registers, smem, SASS mix."""
@@ -191,7 +229,8 @@ class TritonBackend:
         kernel = getattr(self._module(spec), spec.name)
         if not self.interpret:
             ensure_allocator()
-        return TritonVariant(spec, sig, kernel, config, "cpu" if self.interpret else "cuda")
+        return TritonVariant(spec, sig, kernel, config, "cpu" if self.interpret else "cuda",
+                             {**DEFAULT_LIMITS, **self.device().limits})
 
     def timer(self) -> Any:
         """The host timer under the interpreter, torch CUDA events on a GPU."""

@@ -7,6 +7,7 @@ have defaults), every tunable must be a parameter or a launch option, and a grid
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ class TritonSignature:
     line: int
     def_lines: Mapping[str, int]
     kinds: Mapping[str, type] = field(default_factory=dict)  # params.param_kinds
+    heuristics: frozenset[str] = frozenset()  # constexprs a @triton.heuristics dict computes
+    loaded: frozenset[str] = frozenset()  # pointer parameters the kernel reads with tl.load
 
     @property
     def runtime(self) -> tuple[str, ...]:
@@ -35,8 +38,31 @@ class TritonSignature:
 
 
 def _is_jit(dec: ast.expr) -> bool:
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    return "jit" in ast.unparse(target) or "autotune" in ast.unparse(target)
+    target = ast.unparse(dec.func if isinstance(dec, ast.Call) else dec)
+    return any(word in target for word in ("jit", "autotune", "heuristics"))
+
+
+def _heuristic_names(kernel: ast.FunctionDef) -> frozenset[str]:
+    """Keys of ``@triton.heuristics({...})`` / ``values={...}`` dicts written as literals."""
+    names = set()
+    for dec in kernel.decorator_list:
+        if isinstance(dec, ast.Call) and "heuristics" in ast.unparse(dec.func):
+            for arg in [*dec.args, *(k.value for k in dec.keywords)]:
+                if isinstance(arg, ast.Dict):
+                    names |= {k.value for k in arg.keys if isinstance(k, ast.Constant)}
+    return frozenset(names)
+
+
+def _loaded(kernel: ast.FunctionDef) -> frozenset[str]:
+    """Parameters that appear in the pointer argument of a ``tl.load`` (in-place candidates)."""
+    params = {a.arg for a in kernel.args.args}
+    out = set()
+    for node in ast.walk(kernel):
+        if (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "load"
+                and node.args):
+            out |= {n.id for n in ast.walk(node.args[0])
+                    if isinstance(n, ast.Name) and n.id in params}
+    return frozenset(out)
 
 
 def parse_kernel(spec: KernelSpec) -> TritonSignature:
@@ -66,19 +92,24 @@ def parse_kernel(spec: KernelSpec) -> TritonSignature:
                        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
     defaults = frozenset(a.arg for a in args.args[len(args.args) - len(args.defaults):])
     return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines,
-                           param_kinds(kernel))
+                           param_kinds(kernel), _heuristic_names(kernel), _loaded(kernel))
 
 
 def check_cell(spec: KernelSpec) -> TritonSignature:
     """Host-side checks: kernel found, constexprs are tunables, tunables are used, a grid."""
     sig = parse_kernel(spec)
     for p in sig.constexprs:
-        if p not in spec.space.names and p not in sig.defaults:
+        # a constexpr the inputs give is checked when they are bound (TritonBound)
+        if (p not in spec.space.names and p not in sig.defaults and p not in sig.heuristics
+                and spec.inputs is None):
             raise CellError(f"constexpr parameter {p} of {spec.name} has no value", line=sig.line,
-                            fix=f"Declare it as a tunable: # ktune: {p} in [64, 128]  (or give "
-                                f"it a default: {p}: tl.constexpr = 64)")
+                            fix=f"Return {p} from the inputs function (--inputs), declare it as "
+                                f"a tunable: # ktune: {p} in [...], or give it a default: "
+                                f"{p}: tl.constexpr = ...")
+    in_exprs = " ".join(e.text for e in (spec.grid, spec.block, spec.flops, spec.bytes) if e)
     for name in spec.space.names:
-        if name not in sig.params and name not in LAUNCH_OPTIONS:
+        if (name not in sig.params and name not in LAUNCH_OPTIONS
+                and not re.search(rf"\b{name}\b", in_exprs)):  # a tunable of the grid only
             raise CellError(f"tunable {name} is neither a parameter of {spec.name} nor a launch "
                             "option", line=spec.space.param(name).line,
                             fix=f"Add '{name}: tl.constexpr' to the kernel, or use one of "

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
+from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
+from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
@@ -93,10 +95,6 @@ class TritonBound:
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
         spec, sig, cfg = variant.spec, variant.sig, variant.values
         self.variant = variant
-        env: dict[str, Any] = dict(host_args)
-        env.update(cfg)
-        grid = spec.grid(env)  # type: ignore[misc]
-        self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
         self.inputs: dict[str, tuple[Any, np.dtype]] = {}
         self._guards: dict[str, Guarded] = {}
@@ -121,11 +119,29 @@ class TritonBound:
                 (self.outputs if p in spec.outputs else self.inputs)[p] = (value, dtype)
             self.kwargs[p] = value
         self.kwargs.update(variant.constexprs)
+        self.constexprs = {**variant.constexprs, **given_constexprs(variant, host_args)}
+        self.kwargs.update(self.constexprs)
         self.kwargs.update(variant.options)
-        self._launcher = variant.kernel[self.grid]
+        heuristic = apply_heuristics(variant.chain, self.kwargs)
+        self.kwargs.update(heuristic)
+        self.constexprs.update(heuristic)
+        missing = [p for p in sig.constexprs if p not in self.kwargs and p not in sig.defaults]
+        if missing:
+            raise no_value(variant, missing[0], host_args)
+        env: dict[str, Any] = {**variant.limits, **host_args, **self.constexprs, **cfg}
+        grid = spec.grid(env)  # type: ignore[misc]
+        self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
+        self._hooks = Hooks(variant.chain, cfg, self.kwargs)
+        self._launcher = variant.chain.jit[self.grid]
 
     def launch(self) -> None:
-        """Enqueue the kernel (the interpreter runs it right away)."""
+        """Enqueue the kernel (the interpreter runs it right away), with the autotuner's
+        hooks around it when the kernel has some (:class:`.decorators.Hooks`)."""
+        if self._hooks:
+            self._hooks.before()
+            self._launcher(**self.kwargs)
+            self._hooks.after()
+            return
         self._launcher(**self.kwargs)
 
     def poison_outputs(self) -> None:
@@ -134,7 +150,9 @@ class TritonBound:
         import torch
 
         ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-        for dev, dtype in self.outputs.values():
+        for name, (dev, dtype) in self.outputs.items():
+            if name in self.variant.inplace:
+                continue  # the kernel reads it too: it keeps its input values (see TritonVariant)
             bits = poison_bits(dtype)
             if bits and dev.element_size() == bits[0] and dev.is_contiguous():
                 dev.view(ints[bits[0]]).fill_(bits[1])
@@ -169,7 +187,7 @@ class TritonBound:
         """Grid, threads per program and options of this launch."""
         warps = int(self.variant.options.get("num_warps", 4))
         return {"grid": self.grid, "block": (32 * warps, 1, 1), "kernel": self.variant.spec.name,
-                "options": dict(self.variant.options), "constexprs": dict(self.variant.constexprs)}
+                "options": dict(self.variant.options), "constexprs": dict(self.constexprs)}
 
 
 def _np_dtype(tensor: Any) -> np.dtype:
@@ -186,11 +204,20 @@ class TritonVariant:
     """One config: the imported kernel plus its constexpr values and launch options."""
 
     def __init__(self, spec: KernelSpec, sig: TritonSignature, kernel: Any, config: Config,
-                 device: str):
-        self.spec, self.sig, self.kernel, self.device = spec, sig, kernel, device
+                 device: str, limits: Mapping[str, int] | None = None):
+        self.spec, self.sig, self.device = spec, sig, device
+        self.chain = unwrap(kernel)  # @triton.autotune / @triton.heuristics / @triton.jit
+        self.kernel = self.chain.jit
         self.values = spec.space.py_env(config)  # "leaky_relu", not its index (issue 15)
         self.constexprs = {p: self.values[p] for p in sig.constexprs if p in self.values}
         self.options = {k: self.values[k] for k in LAUNCH_OPTIONS if k in self.values}
+        # what the grid may read besides parameters and inputs (persistent kernels: NUM_SMS)
+        self.limits = dict(limits or {})
+        self.limits.setdefault("NUM_SMS", self.limits.get("SM_COUNT", 132))
+        # An output the kernel also reads (q rotated where it is, x += y) is updated in place:
+        # poisoning it would destroy the input, so it keeps its input values before the
+        # verification launch; a kernel that never writes it still fails the comparison.
+        self.inplace = frozenset(spec.outputs) & sig.loaded
 
     def bind(self, host_args: Mapping[str, Any]) -> TritonBound:
         """Move the arguments to the device and resolve the grid."""

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
 from jupyter_ktune.errors import CompileFailure, Diagnostic
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
@@ -115,6 +116,8 @@ class AotRequest:
             spec = importlib.util.spec_from_file_location(name, self.module_path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[name] = module
+            if asks_for_target(Path(self.module_path).read_text()):  # no GPU in this child
+                install_target_driver(self.arch)
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         try:
             ck = aot_compile(getattr(module, self.kernel), self.types, self.constexprs,
@@ -132,7 +135,8 @@ def run_in_subprocess(request: AotRequest, timeout_s: float = 600) -> AotKernel 
                           capture_output=True, timeout=timeout_s, env=env, check=False)
     if proc.returncode != 0:
         log = proc.stderr.decode(errors="replace")
-        return CompileFailure("triton (AOT)", log, [])
+        last = next((ln for ln in reversed(log.splitlines()) if ln.strip()), "no output")
+        return CompileFailure("triton (AOT)", log, [Diagnostic(None, "error", last.strip())])
     return pickle.loads(proc.stdout)  # noqa: S301 - our own child's reply
 
 
@@ -148,8 +152,13 @@ def aot_compile(fn: Any, types: Mapping[str, str], constexprs: Mapping[str, Any]
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
+    import inspect
+
+    while not inspect.isfunction(getattr(fn, "fn", None)):  # @autotune / @heuristics / libs'
+        fn = fn.fn
     if not isinstance(fn, JITFunction):  # the interpreter wraps the function; compile the source
         fn = JITFunction(fn.fn)
+    constexprs = {**{p: None for p, t in types.items() if t == "constexpr"}, **constexprs}
     signature = {p: ("constexpr" if p in constexprs else types[p]) for p in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.arg_names) if p in aligned}
     src = ASTSource(fn, signature, dict(constexprs), attrs)
@@ -252,7 +261,11 @@ def _ptxas_spills(ptx: str, arch: str) -> tuple[int, int]:
 
 def failure(exc: BaseException, def_lines: Mapping[str, int]) -> CompileFailure:
     """A CompileFailure for a Triton compile error, with cell-line diagnostics."""
-    return CompileFailure("triton", str(exc), compile_diagnostics(exc, def_lines))
+    diagnostics = compile_diagnostics(exc, def_lines)
+    if not diagnostics:  # not a CompilationError: its own first line, never an empty summary
+        text = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+        diagnostics = [Diagnostic(None, "error", f"{type(exc).__name__}: {text}".strip(": "))]
+    return CompileFailure("triton", str(exc), diagnostics)
 
 
 if __name__ == "__main__":  # the AOT child: a pickled AotRequest in, the result out

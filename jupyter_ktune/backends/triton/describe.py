@@ -1,0 +1,142 @@
+"""A kernel's ``@triton.autotune`` config list as ktune's space, read on the notebook side.
+
+Published config lists are built by code (comprehensions, helper functions, ``IS_AMD``,
+``get_current_target()``), so the list is only known after the cell's module has run. The
+notebook never imports triton (the worker decides the interpreter first), so the module runs in
+a short child interpreter under Triton's interpreter, with the active driver answering for the
+compile target (:func:`.interpreter.install_target_driver`), once per cell text.
+
+The list becomes tunables: one per config field (the kwargs, then ``num_warps``,
+``num_stages``, ``num_ctas``, ``maxnreg`` where set), with the values in list order, and, when
+the list is not the whole product of those values, a ``require`` constraint that keeps exactly
+the listed combinations. A directive for one of these names wins: it replaces that field's
+values (widen or narrow), and the constraint then keeps the listed combinations of the others.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from jupyter_ktune.errors import CellError
+from jupyter_ktune.space import Constraint, Param, Space
+from jupyter_ktune.spec import KernelSpec
+
+_DONE: dict[tuple[str, str, str], dict[str, Any]] = {}
+FIELDS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def module_source(spec: KernelSpec) -> str:
+    """The text of the cell's module: the cell, then the helpers of earlier cells."""
+    return f"{spec.source.rstrip()}\n\n\n{spec.helpers}" if spec.helpers else spec.source
+
+
+def autotune_line(spec: KernelSpec) -> int | None:
+    """The cell line of an autotune-like decorator above the kernel (ast only), or None."""
+    try:
+        tree = ast.parse(spec.source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == spec.name:
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if "autotune" in ast.unparse(target):
+                    return spec.body_line - 1 + dec.lineno
+    return None
+
+
+def describe(spec: KernelSpec) -> dict[str, Any]:
+    """Run the cell module in a child and return its autotune list (``{"configs": [...]}``)."""
+    key = (module_source(spec), spec.name, spec.options.arch)
+    if key in _DONE:
+        return _DONE[key]
+    root = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
+           "KTUNE_FORCE_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    request = json.dumps({"source": module_source(spec), "name": spec.name, "line": spec.body_line,
+                          "arch": spec.options.arch})
+    proc = subprocess.run([sys.executable, "-m", __name__], input=request, text=True, env=env,
+                          capture_output=True, timeout=300, check=False)
+    try:
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        out = {"error": tail, "line": None}
+    if "error" in out:
+        raise CellError(f"the cell's module failed while ktune read the @triton.autotune list: "
+                        f"{out['error']}", line=out.get("line") or autotune_line(spec),
+                        fix="Make the module-level code of the cell run without a GPU, or "
+                            "declare the tunables with # ktune: NAME in [...] lines.")
+    _DONE[key] = out
+    return out
+
+
+def expand(spec: KernelSpec) -> KernelSpec:
+    """The spec with the autotune list folded into its space (see the module docstring)."""
+    line = autotune_line(spec)
+    if line is None:
+        return spec
+    configs = describe(spec)["configs"]
+    declared = set(spec.space.names)
+    names = [n for c in configs for n in c if n not in declared]
+    names = list(dict.fromkeys(names))
+    if not names:
+        return spec
+    values = {n: list(dict.fromkeys(_value(c[n]) for c in configs if n in c)) for n in names}
+    params = [Param(n, tuple(values[n]), line) for n in names]
+    combos = list(dict.fromkeys(tuple(_value(c.get(n)) for n in names) for c in configs))
+    constraints = list(spec.space.constraints)
+    if len(combos) < math.prod(len(v) for v in values.values()):
+        lookup = {p.name: p for p in params}
+        listed = tuple(tuple(lookup[n].cxx(v) for n, v in zip(names, combo, strict=True))
+                       for combo in combos)
+        constraints.append(Constraint(f"({', '.join(names)},) in {listed!r}", line, comment="#"))
+    space = Space((*spec.space.params, *params), tuple(constraints))
+    return replace(spec, space=space)
+
+
+def _value(v: Any) -> int | str:
+    if isinstance(v, bool) or not isinstance(v, int):
+        return str(v)
+    return v
+
+
+def _child() -> None:
+    """Load the cell under the interpreter and print its autotune list as one JSON line."""
+    request = json.loads(sys.stdin.read())
+    from jupyter_ktune.backends.triton.module import choose_mode, load_module
+
+    choose_mode()
+    from jupyter_ktune.backends.triton.decorators import config_values, unwrap
+    from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
+
+    if asks_for_target(request["source"]):
+        install_target_driver(request["arch"])
+    try:
+        module = load_module(request["source"], request["name"], request["line"])
+    except Exception as exc:  # noqa: BLE001 - the cell's own error, with its line
+        from jupyter_ktune.backends.triton.module import import_failure
+
+        failure = import_failure(exc, "ktune_triton_")
+        line = failure.diagnostics[0].line if failure.diagnostics else None
+        print(json.dumps({"error": failure.log.splitlines()[0], "line": line}))
+        return
+    chain = unwrap(getattr(module, request["name"]))
+    configs = [config_values(c) for t in chain.autotuners for c in t.configs]
+    configs = [{k: v for k, v in c.items() if not (k == "num_ctas" and v == 1)} for c in configs]
+    keys = [k for t in chain.autotuners for k in t.keys]
+    print(json.dumps({"configs": configs, "keys": keys,
+                      "heuristics": list(chain.heuristic_names)}, default=str))
+
+
+if __name__ == "__main__":
+    _child()

@@ -1,0 +1,123 @@
+"""``%%kernel --from package.module:kernel``: a kernel's source read from an installed package.
+
+Kernel engineers tune the kernels their models already use. The package is located with
+``find_spec`` of its top-level name, which does not execute it (FlagGems refuses to import on a
+machine without a GPU), and the kernel is cut out of its module file with ``ast``: the kernel
+with its decorators, and, transitively, every top-level statement that defines a name it (or
+what it needs) uses: helpers, config lists, constants and the imports that bind them. Nothing
+else of the module is taken, so unrelated module code (autograd classes, launchers) never runs.
+The text is byte for byte what the package ships; the export names the distribution and its
+version.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+from jupyter_ktune.errors import CellError
+
+_FIX = "Write --from package.module:kernel, e.g. liger_kernel.ops.rms_norm:_rms_norm_forward_kernel."
+
+
+def module_file(module: str) -> Path:
+    """The ``.py`` file of a dotted module name, found without importing the package."""
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise CellError(f"--from: no installed package '{top}'", line=1,
+                        fix=f"pip install the package that provides {top}, or check the name.")
+    roots = list(spec.submodule_search_locations or [])
+    if not roots:  # a single-file module
+        if not rest and spec.origin:
+            return Path(spec.origin)
+        raise CellError(f"--from: '{top}' is a module, not a package", line=1, fix=_FIX)
+    base = Path(roots[0]).joinpath(*rest)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    raise CellError(f"--from: package '{top}' has no module '{module}'", line=1, fix=_FIX)
+
+
+def distribution(module: str) -> str:
+    """``liger-kernel 0.8.5`` for a module of an installed distribution ('' when unknown)."""
+    top = module.split(".")[0]
+    for dist in importlib.metadata.packages_distributions().get(top, []):
+        try:
+            meta = importlib.metadata.metadata(dist)
+            return f"{meta['Name']} {meta['Version']}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def _defines(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.If | ast.Try):  # import fallbacks: if/try blocks that bind names
+        inner = [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
+        for handler in getattr(node, "handlers", []):
+            inner.extend(handler.body)
+        return set().union(*(_defines(n) for n in inner)) if inner else set()
+    return set()
+
+
+def _uses(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def segments(text: str, kernel: str) -> str:
+    """The statements of module ``text`` that ``kernel`` needs, in file order, verbatim."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    top = [n for n in tree.body if not (isinstance(n, ast.Expr) and n is tree.body[0])]
+    wanted: set[str] = {kernel}
+    chosen: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(top):
+            if i not in chosen and _defines(node) & wanted:
+                chosen.add(i)
+                wanted |= _uses(node)
+                changed = True
+    if not any(kernel in _defines(top[i]) for i in chosen):
+        raise LookupError(kernel)
+    chunks = []
+    for i in sorted(chosen):
+        node = top[i]
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        chunks.append("\n".join(lines[first - 1:node.end_lineno]))
+    return "\n\n\n".join(chunks) + "\n"
+
+
+def read_kernel(ref: str, backend: str) -> tuple[str, str, str]:
+    """(source, origin, kernel name) for ``--from module:kernel``; CellErrors name line 1."""
+    module, sep, kernel = ref.partition(":")
+    if not sep or not module or not kernel.isidentifier():
+        raise CellError(f"--from {ref}: expected module:kernel", line=1, fix=_FIX)
+    if backend not in ("triton", "pallas"):
+        raise CellError(f"--from reads Python modules; --backend {backend} cells are C++",
+                        line=1, fix="Use --from with --backend triton or --backend pallas.")
+    path = module_file(module)
+    try:
+        source = segments(path.read_text(), kernel)
+    except LookupError:
+        raise CellError(f"--from: {module} ({path}) has no top-level '{kernel}'", line=1,
+                        fix=f"Check the kernel's name in {path.name}.") from None
+    except SyntaxError as exc:
+        raise CellError(f"--from: {path} does not parse ({exc.msg})", line=1,
+                        fix="Install a version of the package for this Python.") from None
+    dist = distribution(module)
+    origin = f"{ref} ({dist})" if dist else ref
+    return source, origin, kernel
