@@ -31,7 +31,7 @@ from jupyter_ktune.measure.verify import (
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.variant_key import code_hash, variant_key
@@ -40,6 +40,7 @@ _static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-stati
 _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
+_races: dict[tuple[str, Config], float] = {}  # (source hash, config) -> incumbent ms, one-shot
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
 _ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
@@ -99,11 +100,66 @@ def checked_inputs(spec: KernelSpec, config: Config,
 
 def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
     """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
-    the set is host-only, the next one is started in the helper process at once."""
-    args = checked_inputs(spec, config, _ahead.take(io))
+    the set is host-only, the next one is started in the helper process at once, with the
+    reference run there too unless it uses a device array API (issue 21).
+
+    Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
+    drawn = _ahead.take_set(io)
+    args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
     if host_only(args):
-        _ahead.start(io, spec.inputs)
-    return args
+        ref = spec.reference if spec.reference is not None and spec.options.verify else None
+        if ref is not None and uses_device_arrays(ref):
+            ref = None  # on the device, in the worker
+        _ahead.start(io, spec.inputs, ref, spec.outputs)
+    expected = drawn.expected if drawn is not None else None
+    return {"args": args, "expected": expected, "uses": 0,
+            "reference_ms": drawn.reference_ms if drawn is not None else None}
+
+
+def _current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict[str, Any]:
+    """The input set this variant is checked on, with its reference outputs.
+
+    A set serves REDRAW_EVERY new variants; then the set drawn ahead is taken, unless the helper
+    is still drawing it (or running a slow reference on it): the current set then serves on, up
+    to 4x as long, so no config waits for the helper.
+    """
+    current = _last_inputs.get(io)
+    stale = current is not None and not reused and current["uses"] >= REDRAW_EVERY
+    if stale and _ahead.waiting(io) and current["uses"] < 4 * REDRAW_EVERY:
+        stale = False
+    if current is None or stale:
+        current = _draw_inputs(spec, config, io)
+        _last_inputs.clear()
+        _last_inputs[io] = current
+    return current
+
+
+def _ensure_expected(spec: KernelSpec, current: dict[str, Any]) -> None:
+    """Run the reference in the worker when the helper did not (the first set, a device array
+    reference, a set drawn in place), once per set; upload it for on-device comparison."""
+    if current["expected"] is None and spec.reference is not None and spec.options.verify:
+        current["expected"] = _expected(spec, current["args"])
+    if "on_device" not in current:
+        current["on_device"] = (DeviceReference(current["expected"])
+                                if current["expected"] is not None else None)
+
+
+def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
+    """Worker-side, before a sweep's first config: draw the input set and run the reference on
+    it, in a request of its own (its own time limit), so no config's timeout pays for them.
+
+    Returns the phase times in ms ({"inputs": ..., "reference": ...}).
+    """
+    t0 = time.perf_counter()
+    io = _io_key(spec)
+    current = _last_inputs.get(io)
+    if current is None:
+        current = _draw_inputs(spec, Config({}), io)
+        _last_inputs.clear()
+        _last_inputs[io] = current
+    t1 = time.perf_counter()
+    _ensure_expected(spec, current)
+    return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3}
 
 
 def _expected(spec: KernelSpec, host_args: dict[str, Any]) -> dict[str, Any] | None:
@@ -248,22 +304,16 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         # REDRAW_EVERY new variants before fresh inputs are drawn, so a sweep does not pay for
         # inputs + reference (seconds for a large GEMM) on every config.
         verification = _verified.get((io, key))
-        current = _last_inputs.get(io)
-        reused = verification is not None and current is not None
-        if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
-            args = _draw_inputs(spec, config, io)
-            current = {"args": args, "expected": None, "uses": 0, "fresh": True}
-            _last_inputs.clear()
-            _last_inputs[io] = current
+        reused = verification is not None and _last_inputs.get(io) is not None
+        current = _current_set(spec, config, io, reused)
         host_args = current["args"]
         tick("inputs")
+        if not reused:
+            _ensure_expected(spec, current)
+        tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
         bound = variant.bind(host_args)
         tick("bind")
         if not reused:
-            if current["expected"] is None:
-                current["expected"] = _expected(spec, host_args)
-                current["on_device"] = (DeviceReference(current["expected"])
-                                        if current["expected"] is not None else None)
             current["uses"] += 1
             verification = _verify(spec, bound, current["expected"], current.get("on_device"),
                                    inputs=host_args, flops=_flops(spec, host_args, cxx))
@@ -274,7 +324,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if spec.options.time:
             clk0 = read_clocks()
             plan = TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
-                              max_runs=spec.options.max_runs)
+                              max_runs=spec.options.max_runs,
+                              race_ms=_races.pop((spec.source_hash, config), None))
             timer = backend.timer()
             # A runtime without stream events in Python (JAX) times the bound variant itself.
             own = getattr(timer, "time", None)
@@ -338,6 +389,16 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     except CannotRun as exc:
         return dataclasses.replace(result, reason=str(exc))
     return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
+
+
+def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -> None:
+    """Worker-side: time the next run of ``config`` as a race against ``incumbent_ms`` (the
+    sweep's best median so far): it stops once clearly slower (``TimingPlan.race_ms``). One-shot,
+    so a later panel run of the same variant is timed in full."""
+    if incumbent_ms is None:
+        _races.pop((source_hash, config), None)
+    else:
+        _races[(source_hash, config)] = float(incumbent_ms)
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

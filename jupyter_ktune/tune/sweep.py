@@ -55,6 +55,9 @@ class TuneOptions:
         no pool for backends without a precompile step (see ``PRECOMPILED``).
     stop
         An event that stops the sweep when set (as :meth:`Sweep.stop`).
+    race
+        Race configs: one whose median's confidence interval is clearly above the best so far
+        stops being timed (``TimingPlan.race_ms``); the top ``top_k`` are re-timed in full.
     """
 
     seed: int = 0
@@ -63,6 +66,7 @@ class TuneOptions:
     retime: bool = False
     compile_workers: int | None = None
     stop: threading.Event | None = None
+    race: bool = True
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,11 @@ class Sweep:
             limits = limits_for(self.spec, device)
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
-            n_valid = len(strategy.valid)  # type: ignore[attr-defined]
+            n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()
+            # the first input set and its reference, in a request of their own (issue 21)
+            prepared = runner.prepare(self.spec) if self.spec.options.time else {}
             evals = self._sweep(strategy, runner, pool, store, key, total, t0)
             final = self._final(strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
@@ -167,7 +173,7 @@ class Sweep:
                 final=tuple(final), verdict=verdict, elapsed_s=time.perf_counter() - t0,
                 stopped=self.stopped, valid_configs=n_valid,
                 info={"store": str(store.path), "device_slots": runner.slots,
-                      "compile_workers": pool_size,
+                      "compile_workers": pool_size, "prepare_ms": prepared,
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
@@ -232,7 +238,8 @@ class Sweep:
                     ready.append((c, None))
             while ready and len(running) < runner.slots * 2:
                 c, static = ready.popleft()
-                running[runner.submit(spec, c, static)] = c
+                race = best[0].median_ms if self.options.race and best[0] is not None else None
+                running[runner.submit(spec, c, static, race_ms=race)] = c
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
             done, _ = cf.wait([*compiling, *running], timeout=0.25,
