@@ -16,6 +16,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,12 +26,12 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends.base import limits_for
-from jupyter_ktune.errors import CompileFailure
+from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import search
+from jupyter_ktune.tune import main_guard, search
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
@@ -143,6 +144,9 @@ class Sweep:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> TuneReport:
         """Run the sweep to its budget (or until stopped) and return the report."""
+        where = main_guard.in_spawned_import()
+        if where is not None:
+            raise KtuneError(main_guard.IN_POOL.format(where=where))
         store, own_store = _open_store(self.store_arg)
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
@@ -189,6 +193,11 @@ class Sweep:
             if self.spec.backend not in PRECOMPILED:
                 return 0
             n = max(1, (os.cpu_count() or 2) - runner.slots)
+        where = main_guard.unguarded_call() if n > 0 else None
+        if where is not None:  # spawned pool processes would run the script's tune() again
+            warnings.warn(main_guard.UNGUARDED.format(where=where, cpus=n),
+                          main_guard.UnguardedScriptWarning, stacklevel=4)
+            return 0
         return max(0, n)
 
     def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
