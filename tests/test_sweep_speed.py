@@ -161,3 +161,34 @@ def test_a_reference_written_with_a_device_array_api_stays_in_the_worker():
          "def on_host(x, y, n):\n    return np.stack([2 * v for v in x])\n", ns)
     assert uses_device_arrays(ns["on_device"]) and uses_device_arrays(ns["in_comprehension"])
     assert not uses_device_arrays(ns["on_host"])
+
+
+def test_an_edited_kernel_starts_from_the_previous_versions_best_configs(worker, tmp_path):
+    ns, store = counting_io(str(tmp_path / "c.txt")), tmp_path / "s.sqlite"
+    cold = tune(parse_cell(LINE, SRC, ns), "random", store=store, workers=[worker], top_k=0,
+                seed=3)
+    assert cold.warm is None
+    old_top = [r.config for r in cold.ranked[:4]]
+    edited = SRC.replace("y[:] = 2 * x", "y[:] = x + x  # a one-line edit")
+    warm = tune(parse_cell(LINE, edited, ns), "random", budget=6, store=store,
+                workers=[worker], top_k=0, seed=3)
+    assert not any(e.cached for e in warm.evaluations)  # timed afresh, never reused
+    assert [e.result.config for e in warm.evaluations[:4]] == old_top
+    assert warm.warm is not None and warm.warm.old_best == old_top[0]
+    assert f"its best {old_top[0].label()} is now #" in warm.summary()
+    off = tune(parse_cell(LINE, edited.replace("x + x", "x * 2"), ns), "random", budget=4,
+               store=store, workers=[worker], top_k=0, seed=3, warm_start=0)
+    assert off.warm is None
+
+
+def test_spearman_rank_correlation_and_the_move_text():
+    from jupyter_ktune.space import Config
+    from jupyter_ktune.tune.warm import WarmStart, spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    cs = [Config({"B": b}) for b in (1, 2, 3, 4)]
+    moved = WarmStart("abc", tuple(cs), (1.0, 2.0, 3.0, 4.0)).moved(
+        {cs[0]: 3.5, cs[1]: 1.0, cs[2]: 2.0, cs[3]: 4.0})
+    assert moved.old_best_now == 3 and moved.compared == 4
+    assert "its best B=1 is now #3" in moved.text() and "Spearman" in moved.text()

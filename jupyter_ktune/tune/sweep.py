@@ -31,7 +31,7 @@ from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import main_guard, search
+from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
@@ -59,6 +59,10 @@ class TuneOptions:
     race
         Race configs: one whose median's confidence interval is clearly above the best so far
         stops being timed (``TimingPlan.race_ms``); the top ``top_k`` are re-timed in full.
+    warm_start
+        After an edit (same kernel name and space, another source hash in the store), try the
+        previous version's best ``warm_start`` configs first (0: off); the report says how the
+        ranking moved (:mod:`jupyter_ktune.tune.warm`).
     """
 
     seed: int = 0
@@ -68,6 +72,7 @@ class TuneOptions:
     compile_workers: int | None = None
     stop: threading.Event | None = None
     race: bool = True
+    warm_start: int = 8
 
 
 @dataclass(frozen=True)
@@ -159,10 +164,12 @@ class Sweep:
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             device = runner.device(self.spec.backend)
             key = StoreKey(self.spec.source_hash, device.name,
-                           StoreKey.toolchain_text(device.toolchain))
+                           StoreKey.toolchain_text(device.toolchain),
+                           space=warm.space_signature(self.spec.space))
             limits = limits_for(self.spec, device)
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
+            started = self._warm_start(store, key, strategy)
             n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()
@@ -171,11 +178,13 @@ class Sweep:
             evals = self._sweep(strategy, runner, pool, store, key, total, t0)
             final = self._final(strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
+            moved = started.moved({e.result.config: e.result.median_ms if e.result.ok else None
+                                   for e in evals}) if started is not None else None
             self.report = TuneReport(
                 kernel=self.spec.name, backend=self.spec.backend, strategy=self.strategy_name,
                 space=self.spec.space, device=device.name, evaluations=tuple(evals),
                 final=tuple(final), verdict=verdict, elapsed_s=time.perf_counter() - t0,
-                stopped=self.stopped, valid_configs=n_valid,
+                stopped=self.stopped, valid_configs=n_valid, warm=moved,
                 info={"store": str(store.path), "device_slots": runner.slots,
                       "compile_workers": pool_size, "prepare_ms": prepared,
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
@@ -184,6 +193,20 @@ class Sweep:
             runner.close()
             if own_store:
                 store.close()
+
+    def _warm_start(self, store: Store, key: StoreKey, strategy: Any) -> warm.WarmStart | None:
+        """Put the previous version's best configs first in ``strategy``'s order, if any."""
+        k = self.options.warm_start
+        if k < 1:
+            return None
+        for earlier in store.earlier_versions(self.spec.name, key.space, key.device,
+                                              exclude=key.source_hash):
+            top = store.top(earlier, k)
+            if top:
+                strategy.first = [r.config for r in top]
+                return warm.WarmStart(earlier.source_hash, tuple(r.config for r in top),
+                                      tuple(r.median_ms for r in top))  # type: ignore[misc]
+        return None
 
     def _pool_size(self, runner: Any) -> int:
         if self.client is not None:
