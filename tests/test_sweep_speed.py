@@ -192,3 +192,22 @@ def test_spearman_rank_correlation_and_the_move_text():
         {cs[0]: 3.5, cs[1]: 1.0, cs[2]: 2.0, cs[3]: 4.0})
     assert moved.old_best_now == 3 and moved.compared == 4
     assert "its best B=1 is now #3" in moved.text() and "Spearman" in moved.text()
+
+
+def test_a_config_whose_static_shared_memory_exceeds_the_device_is_never_launched(tmp_path):
+    from jupyter_ktune.results import Status
+    from jupyter_ktune.tune.static_limits import static_excess
+
+    src = SRC.replace("import time\n", "import time\n# static smem: BLOCK * 200\n")
+    spec = parse_cell(LINE, src, counting_io(str(tmp_path / "c.txt")))
+    report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", top_k=0, compile_workers=2)
+    skipped = [e.result for e in report.evaluations if e.result.status is Status.OUT_OF_RESOURCES]
+    assert sorted(r.config["VEC"] for r in skipped) == [1, 2, 4, 8]
+    assert all(r.config["BLOCK"] == 8 and r.times_ms is None for r in skipped)
+    assert skipped[0].reason == "[ktune] static: 1,600 B shared memory > 1,000 B per block"
+    assert report.counts[Status.OK.value] == 12
+    from types import SimpleNamespace as NS
+    regs = NS(kernels={"k": NS(smem_static=0, registers=255)}, threads_per_block=512)
+    assert static_excess(regs, {"REGS_PER_SM": 65536}) == \
+        "static: 255 registers x 512 threads = 130,560 > 65,536 registers per SM"
+    assert static_excess(regs, {"REGS_PER_SM": 65536 * 2}) is None

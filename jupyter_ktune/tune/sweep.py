@@ -34,6 +34,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
+from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
@@ -175,7 +176,7 @@ class Sweep:
             t0 = time.perf_counter()
             # the first input set and its reference, in a request of their own (issue 21)
             prepared = runner.prepare(self.spec) if self.spec.options.time else {}
-            evals = self._sweep(strategy, runner, pool, store, key, total, t0)
+            evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
             final = self._final(strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
             moved = started.moved({e.result.config: e.result.median_ms if e.result.ok else None
@@ -241,7 +242,7 @@ class Sweep:
             self.on_result(self.progress)
 
     def _sweep(self, strategy: Any, runner: Any, pool: Any, store: Store, key: StoreKey,
-               total: int, t0: float) -> list[Evaluation]:
+               total: int, t0: float, limits: Mapping[str, Any]) -> list[Evaluation]:
         spec, retime = self.spec, self.options.retime
         evals: list[Evaluation] = []
         best: list[StoredResult | None] = [None]
@@ -280,10 +281,16 @@ class Sweep:
                 if f in compiling:
                     c = compiling.pop(f)
                     static = cloudpickle.loads(f.result()) if f.exception() is None else None
+                    excess = static_excess(static, limits) if static is not None else None
                     if isinstance(static, CompileFailure) and static.diagnostics:
                         result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
                                            status=Status.COMPILE_ERROR, reason=str(static),
                                            diagnostics=tuple(static.diagnostics))
+                        self._record(strategy, store, key, result, evals, total, t0, best)
+                    elif excess is not None:  # known not to launch: no device time spent
+                        result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
+                                           status=Status.OUT_OF_RESOURCES,
+                                           reason=f"[ktune] {excess}", static=static)
                         self._record(strategy, store, key, result, evals, total, t0, best)
                     else:
                         ready.append((c, None if isinstance(static, Exception) else static))
