@@ -27,7 +27,9 @@ def code_hash(fn: Any) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
         return repr(fn)
-    closure = tuple(c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c))
+    # a function in the closure (an inputs function bound to a shape) by its code, not its repr
+    closure = tuple(code_hash(v) if hasattr(v, "__code__") else v
+                    for v in (c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c)))
     return f"{_code_text(code)}|{getattr(fn, '__defaults__', None)!r}|{closure!r}"
 
 

@@ -34,6 +34,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
+from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
@@ -64,6 +65,8 @@ class TuneOptions:
         After an edit (same kernel name and space, another source hash in the store), try the
         previous version's best ``warm_start`` configs first (0: off); the report says how the
         ranking moved (:mod:`jupyter_ktune.tune.warm`).
+    shape
+        The problem shape this sweep tunes (set by ``tune(shapes=...)``): part of the store key.
     """
 
     seed: int = 0
@@ -74,6 +77,7 @@ class TuneOptions:
     stop: threading.Event | None = None
     race: bool = True
     warm_start: int = 8
+    shape: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,8 @@ class Sweep:
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             device = runner.device(self.spec.backend)
-            key = StoreKey(self.spec.source_hash, device.name,
+            shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
+            key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
                            StoreKey.toolchain_text(device.toolchain),
                            space=warm.space_signature(self.spec.space))
             limits = limits_for(self.spec, device)
@@ -344,7 +349,8 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
          store: Store | str | Path | None = None,
          workers: int | Sequence[DeviceWorker] | None = None, client: Any = None,
          on_result: Callable[[Progress], None] | None = None, *,
-         options: TuneOptions | None = None, **option_fields: Any) -> TuneReport:
+         options: TuneOptions | None = None, shapes: Sequence[Mapping[str, Any]] | None = None,
+         **option_fields: Any) -> TuneReport | ShapesReport:
     """Sweep ``spec``'s space, store every result, re-time the best and report honestly.
 
     Parameters
@@ -367,6 +373,10 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
         Called with a :class:`Progress` after every evaluation (from the sweep's thread).
     options, option_fields
         A :class:`TuneOptions`, or its fields as keywords (``retime=True``, ``seed=1``).
+    shapes
+        Tune each of these problem shapes (``[dict(M=1024, N=1024, K=1024), ...]``, passed to
+        the inputs function as keywords) and return a :class:`ShapesReport`: the winners side
+        by side and a dispatch table (``.export("triton" | "cpp" | "pallas")``).
 
     Examples
     --------
@@ -375,6 +385,10 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
     >>> print(report.export("triton"))                                  # doctest: +SKIP
     """
     opts = replace(options or TuneOptions(), **option_fields)
+    if shapes is not None:
+        return tune_shapes(lambda one, shape: Sweep(
+            one, strategy, budget, store, workers, client, on_result,
+            replace(opts, shape=shape)).run(), spec, shapes)
     return Sweep(spec, strategy, budget, store, workers, client, on_result, opts).run()
 
 
