@@ -7,7 +7,6 @@ constraint violation is "not allowed" and is never launched.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import os
@@ -26,31 +25,28 @@ from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
 from jupyter_ktune.measure.verify import (
     compare,
-    reference_outputs,
-    zero_inputs,
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
+from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, checked_inputs: API
+    REDRAW_EVERY,
+    checked_inputs,
+    current_set,
+    ensure_expected,
+    forget_sets,
+    io_key,
+    last_set,
+    prepare_inputs,
+)
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.variant_key import code_hash, variant_key
+from jupyter_ktune.variant_key import variant_key
 
 _static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
 _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
 _races: dict[tuple[str, Config], float] = {}  # (source hash, config) -> incumbent ms, one-shot
-_last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
-REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
-_ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
-
-
-def _io_key(spec: KernelSpec) -> str:
-    """What decides the inputs and the expected outputs: code of both functions, outputs."""
-    return "\0".join((spec.source_hash, code_hash(spec.inputs), code_hash(spec.reference),
-                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
-                      repr(spec.options.reduction), code_hash(getattr(spec, "compare", None))))
 
 
 class FatalDeviceError(Exception):
@@ -71,108 +67,6 @@ def _static(backend: Backend, spec: KernelSpec,
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
     except Exception as exc:  # noqa: BLE001 - a missing tool must not cost the run
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
-
-
-def checked_inputs(spec: KernelSpec, config: Config,
-            drawn: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Call the inputs function (or take ``drawn``, a set it made ahead) and check the set."""
-    if spec.inputs is None:
-        raise CellError("no inputs function is given, so the kernel cannot run", line=1,
-                        fix="Add --inputs make_inputs, a function returning a dict of arguments.")
-    if drawn is not None:
-        args = drawn
-    else:
-        try:
-            args = spec.inputs()
-        except Exception as exc:  # noqa: BLE001
-            raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
-                            f"{type(exc).__name__}: {exc}", line=1) from None
-    if not isinstance(args, dict):
-        raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
-                        line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
-    zeros = zero_inputs(args, spec.outputs)
-    if zeros:
-        raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
-                        "indexing (and can even run faster than real data)", line=1,
-                        fix="Fill inputs with random values, e.g. np.random.rand(n).")
-    return args
-
-
-def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
-    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
-    the set is host-only, the next one is started in the helper process at once, with the
-    reference run there too unless it uses a device array API (issue 21).
-
-    Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
-    drawn = _ahead.take_set(io)
-    args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
-    if host_only(args):
-        ref = spec.reference if spec.reference is not None and spec.options.verify else None
-        if ref is not None and uses_device_arrays(ref):
-            ref = None  # on the device, in the worker
-        _ahead.start(io, spec.inputs, ref, spec.outputs)
-    expected = drawn.expected if drawn is not None else None
-    return {"args": args, "expected": expected, "uses": 0,
-            "reference_ms": drawn.reference_ms if drawn is not None else None}
-
-
-def _current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict[str, Any]:
-    """The input set this variant is checked on, with its reference outputs.
-
-    A set serves REDRAW_EVERY new variants; then the set drawn ahead is taken, unless the helper
-    is still drawing it (or running a slow reference on it): the current set then serves on, up
-    to 4x as long, so no config waits for the helper.
-    """
-    current = _last_inputs.get(io)
-    stale = current is not None and not reused and current["uses"] >= REDRAW_EVERY
-    if stale and _ahead.waiting(io) and current["uses"] < 4 * REDRAW_EVERY:
-        stale = False
-    if current is None or stale:
-        current = _draw_inputs(spec, config, io)
-        _last_inputs.clear()
-        _last_inputs[io] = current
-    return current
-
-
-def _ensure_expected(spec: KernelSpec, current: dict[str, Any]) -> None:
-    """Run the reference in the worker when the helper did not (the first set, a device array
-    reference, a set drawn in place), once per set; upload it for on-device comparison."""
-    if current["expected"] is None and spec.reference is not None and spec.options.verify:
-        current["expected"] = _expected(spec, current["args"])
-    if "on_device" not in current:
-        current["on_device"] = (DeviceReference(current["expected"])
-                                if current["expected"] is not None else None)
-
-
-def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
-    """Worker-side, before a sweep's first config: draw the input set and run the reference on
-    it, in a request of its own (its own time limit), so no config's timeout pays for them.
-
-    Returns the phase times in ms ({"inputs": ..., "reference": ...}).
-    """
-    t0 = time.perf_counter()
-    io = _io_key(spec)
-    current = _last_inputs.get(io)
-    if current is None:
-        current = _draw_inputs(spec, Config({}), io)
-        _last_inputs.clear()
-        _last_inputs[io] = current
-    t1 = time.perf_counter()
-    _ensure_expected(spec, current)
-    return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3}
-
-
-def _expected(spec: KernelSpec, host_args: dict[str, Any]) -> dict[str, Any] | None:
-    """The reference's outputs for these inputs (computed on a copy: kernels write in place)."""
-    if spec.reference is None or not spec.options.verify:
-        return None
-    originals = copy.deepcopy(host_args)
-    try:
-        return reference_outputs(spec.reference(**originals), spec.outputs)
-    except TypeError as exc:
-        raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
-                        f"inputs ({exc})", line=1,
-                        fix="Give it the kernel's argument names, or **kwargs.") from None
 
 
 def _poisoned(spec: KernelSpec, bound: Any) -> bool:
@@ -297,19 +191,19 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     try:
         cxx = spec.space.cxx_env(config)
-        io = _io_key(spec)
+        io = io_key(spec)
         # A variant is verified once per worker on fresh inputs; revisiting it (a slider moved
         # back) re-times it on the same inputs instead of paying for inputs + reference again.
         # A new variant is checked on the current input set; a set serves at most
         # REDRAW_EVERY new variants before fresh inputs are drawn, so a sweep does not pay for
         # inputs + reference (seconds for a large GEMM) on every config.
         verification = _verified.get((io, key))
-        reused = verification is not None and _last_inputs.get(io) is not None
-        current = _current_set(spec, config, io, reused)
+        reused = verification is not None and last_set(io) is not None
+        current = current_set(spec, config, io, reused)
         host_args = current["args"]
         tick("inputs")
         if not reused:
-            _ensure_expected(spec, current)
+            ensure_expected(spec, current)
         tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
         bound = variant.bind(host_args)
         tick("bind")
@@ -355,8 +249,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         result = finish(Status.RUNTIME_ERROR, f"[ktune] {type(exc).__name__}: {exc}")
         if backend.is_fatal(exc):
             _variants.clear()
-            _last_inputs.clear()
-            _ahead.drop()
+            forget_sets()
             raise FatalDeviceError(result) from exc
         if os.environ.get("KTUNE_DEBUG"):
             traceback.print_exc()
