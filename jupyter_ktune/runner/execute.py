@@ -202,11 +202,11 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         current = current_set(spec, config, io, reused)
         host_args = current["args"]
         tick("inputs")
+        bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
+        tick("bind")
         if not reused:
             ensure_expected(spec, current)
         tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
-        bound = variant.bind(host_args)
-        tick("bind")
         if not reused:
             current["uses"] += 1
             verification = _verify(spec, bound, current["expected"], current.get("on_device"),
