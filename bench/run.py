@@ -93,6 +93,17 @@ REGISTRY: dict[str, Bench] = {
     "sweep_vs_kernel_tuner": Bench(
         "sweep_vs_kernel_tuner.py", "--store {out}/kt.sqlite --out {out}/kernel_tuner_compare.json",
         130, "Do ktune and Kernel Tuner pick the same winner for one CUDA kernel, in what time?"),
+    "corpus_vs_autotune": Bench(
+        "corpus_vs_autotune.py", "--out {out}", 400,
+        "On kernels that carry their own autotune list, is a sweep >= 3x faster than "
+        "triton.autotune from a cold cache (median over kernels, worker start apart)?"),
+    "warm_start": Bench(
+        "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
+        "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "
+        "of a cold sweep's wall time?"),
+    "store_queries": Bench(
+        "store_queries.py", "--out {out}", 400,
+        "At 1M rows, do best-of and the panel's history take <= 50 ms? (CPU)"),
     "gemm_vs_cublas": Bench(
         "gemm_vs_cublas.py", "8192 --rounds 30 --json {out}/gemm_interleaved.json", 170,
         "Is the Triton GEMM of examples/gemm.ipynb within 95% of cuBLAS?"),

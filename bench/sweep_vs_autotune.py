@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import sweep_phases  # noqa: E402
+
 from jupyter_ktune.tune.search import DEFAULT_STRATEGY  # noqa: E402
 
 SPACE = ("# ktune: BLOCK_M in [64, 128]; BLOCK_N in [64, 128, 256]; BLOCK_K in [32, 64]\n"
@@ -92,7 +94,9 @@ def ktune_sweep(size: int, store: Path, budget_ms: float, strategy: str = "exhau
                                              p.result.extra.get("phases_ms", {}).items()) + "]", flush=True))
     wall = time.perf_counter() - t0
     best = report.best
-    return {"strategy": strategy, "budget": budget, "wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
+    phases = sweep_phases.breakdown(report, wall)
+    print("ktune phases: " + sweep_phases.text(phases), flush=True)
+    return {"strategy": strategy, "budget": budget, "wall_s": wall, "phases_s": phases, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
             "time_to_best_s": report.time_to_best_s, "configs": report.valid_configs,
             "counts": report.counts, "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None, "verdict": report.verdict.text()
@@ -151,6 +155,7 @@ def main() -> None:
     out = {"size": args.size, "store": str(args.store)}
     base = Path(tempfile.mkdtemp(prefix="ktune-bench-"))
     os.environ["TRITON_CACHE_DIR"] = str(base / "ktune-cache")  # cold cache for ktune's side
+    out["worker_start_s"] = sweep_phases.start_worker("triton")  # stated apart
     out["ktune"] = ktune_sweep(args.size, args.store, args.budget_ms)
     print(json.dumps(out["ktune"], default=str)[:2000], flush=True)
     args.out.write_text(json.dumps(out, indent=1, default=str))  # kept if a later step is cut

@@ -4,7 +4,8 @@ A memory-bound scaled copy, 2^26 floats, tunables block_size_x (6 values) x tile
 each thread handles ``tile`` elements. Kernel Tuner: ``tune_kernel(..., lang="cupy")``, brute
 force, its default 7 iterations per config (mean, no L2 flush). ktune: exhaustive sweep on the
 CUDA backend (verification, L2 flush, adaptive run count, re-timing of the top 3). Reports the
-wall time of each and the winners, and each winner's time as the other tool measured it.
+wall time of each and the winners, and each winner's time as the other tool measured it, with
+ktune's per-phase breakdown (bench/sweep_phases.py) and the worker's start stated apart.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 N = 1 << 26
 BODY = '''extern "C" __global__ void scale(const float* x, float* y, int n) {
     int base = blockIdx.x * block_size_x * tile + threadIdx.x;
@@ -62,8 +63,10 @@ def run_kernel_tuner() -> dict:
 
 
 def run_ktune(store: Path) -> dict:
-    """Exhaustive ktune sweep on the CUDA backend."""
+    """Exhaustive ktune sweep on the CUDA backend (worker started first, timed apart)."""
     import jupyter_ktune
+    import sweep_phases
+    start_s = sweep_phases.start_worker("cuda")
     directives = ("// ktune: block_size_x in [32, 64, 128, 256, 512, 1024]; tile in [1, 2, 4, 8]\n"
                   "// ktune: grid = cdiv(n, block_size_x * tile); block = block_size_x; "
                   "bytes = 8 * n\n")
@@ -75,7 +78,10 @@ def run_ktune(store: Path) -> dict:
                                 on_result=lambda p: print(p.text(), flush=True))
     wall = time.perf_counter() - t0
     best = report.best
-    return {"wall_s": wall, "configs": report.valid_configs, "counts": report.counts,
+    phases = sweep_phases.breakdown(report, wall)
+    print("ktune phases: " + sweep_phases.text(phases), flush=True)
+    return {"wall_s": wall, "worker_start_s": start_s, "phases_s": phases,
+            "configs": report.valid_configs, "counts": report.counts,
             "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None,
             "verdict": report.verdict.text() if report.verdict else None,
@@ -101,6 +107,10 @@ def main() -> None:
         out["kt_winner_in_ktune_ms"] = kk["times"].get(key(kt["winner"]))
         out["ktune_winner_in_kt_ms"] = kt["times"].get(key(kk["winner"]))
     args.out.write_text(json.dumps(out, indent=1, default=str))
+    if "wall_s" in kt:
+        out["speedup_wall"] = kt["wall_s"] / kk["wall_s"]
+        out["speedup_wall_with_worker_start"] = kt["wall_s"] / (kk["wall_s"]
+                                                                + kk["worker_start_s"])
     print(json.dumps({k: v for k, v in out.items() if k != "ktune"}, default=str)[:3000])
 
 

@@ -27,9 +27,20 @@ def code_hash(fn: Any) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
         return repr(fn)
-    closure = tuple(c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c))
-    return (f"{code.co_code.hex()}|{code.co_consts!r}|{code.co_names!r}|"
-            f"{getattr(fn, '__defaults__', None)!r}|{closure!r}")
+    # a function in the closure (an inputs function bound to a shape) by its code, not its repr
+    closure = tuple(code_hash(v) if hasattr(v, "__code__") else v
+                    for v in (c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c)))
+    return f"{_code_text(code)}|{getattr(fn, '__defaults__', None)!r}|{closure!r}"
+
+
+def _code_text(code: Any) -> str:
+    """A code object's bytes, constants and names; nested code (a comprehension, a lambda) by its
+    own text: its repr holds its address, which changed with every unpickling in the worker, so
+    the key of a reference with a list comprehension changed per request and the worker drew
+    inputs and ran the reference again for every config (issue 21)."""
+    consts = ", ".join(_code_text(c) if hasattr(c, "co_code") else repr(c)
+                       for c in code.co_consts)
+    return f"{code.co_code.hex()}|({consts})|{code.co_names!r}"
 
 
 def _cell_filled(cell: Any) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -92,6 +93,7 @@ class Bound:
         return {"kernel": self.fn.__name__}
 
 
+_STATIC = re.compile(r"#\s*static smem:\s*(.+?)\s*$", re.MULTILINE)
 _SCOPE = re.compile(r"#\s*scope:\s*(\w+)")
 _IF = re.compile(r"^\s*#if\s+(?P<expr>.+?)\s*$")
 _ENDIF = re.compile(r"^\s*#endif\b")
@@ -136,7 +138,15 @@ class FakeBackend:
 
     def check(self, spec): pass
     def device(self): return DeviceInfo(True, "fake CPU device", limits={"SMEM_PER_BLOCK": 1000})
-    def static_report(self, spec, config): return None
+    def static_report(self, spec, config):
+        """None, or with a ``# static smem: EXPR`` line a report of EXPR bytes of shared memory
+        (EXPR over the config), so the sweep's check of static resources can be tested."""
+        m = _STATIC.search(spec.source)
+        if m is None:
+            return None
+        smem = int(eval(m.group(1), {}, spec.space.cxx_env(config)))  # noqa: S307
+        kernel = SimpleNamespace(smem_static=smem, registers=32)
+        return SimpleNamespace(kernels={spec.name: kernel}, threads_per_block=128)
     def compile(self, spec, config): return Variant(spec, config)
     def timer(self): return FakeTimer()
     def is_fatal(self, exc): return isinstance(exc, FatalFault)

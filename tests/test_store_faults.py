@@ -21,7 +21,14 @@ from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tune import store as store_module
 from jupyter_ktune.tune import tune
-from jupyter_ktune.tune.store import Store, StoredResult, StoreError, StoreKey, StoreWarning
+from jupyter_ktune.tune.store import (
+    SCHEMA_VERSION,
+    Store,
+    StoredResult,
+    StoreError,
+    StoreKey,
+    StoreWarning,
+)
 
 
 def _filled(path, blocks=(64, 128, 256)):
@@ -94,7 +101,7 @@ def test_a_store_from_a_newer_ktune_is_one_error_naming_the_version_and_the_fix(
         Store(path)
     text = str(e.value)
     assert text.startswith(f"[ktune] {path}: the store was written by a newer ktune")
-    assert "store schema 7" in text and "reads up to 2" in text
+    assert "store schema 7" in text and f"reads up to {SCHEMA_VERSION}" in text
     assert "pip install -U jupyter_ktune" in text and "store= another path" in text
     assert "\n" not in text
 

@@ -10,7 +10,10 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
    There is no host synchronize between runs: the flush keeps the GPU busy, so the launch latency
    of the next kernel is hidden and the events measure the kernel, not the host.
 4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or the
-   time budget or run cap is spent; at least ``min_runs`` runs always.
+   time budget or run cap is spent; at least ``min_runs`` runs always. In a sweep (``race_ms``:
+   the incumbent's median) also stop once the interval's lower end, less the event floor, is
+   above the incumbent by ``race_margin``: that config is clearly slower, more runs would only
+   make its losing time more precise (racing, issue 21).
 5. For kernels shorter than ``graph_below_ms`` also replay a CUDA graph of back-to-back launches
    and report the per-launch time (warm cache, no launch gaps): the floor a fused pipeline sees.
 6. The host cost of one launch call is measured apart and labelled host time, never GPU time.
@@ -37,7 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from jupyter_ktune.measure.stats import relative_ci_halfwidth
+from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
@@ -131,6 +134,8 @@ class TimingPlan:
     graph_launches: int = 100
     kernel_clock: bool = False  # CUPTI slowed a 777 us kernel to 846 us on the H200: opt-in only
     subtract_floor: bool = True
+    race_ms: float | None = None  # the incumbent's median in a sweep: stop when clearly slower
+    race_margin: float = 0.05
 
     def __post_init__(self) -> None:
         if self.budget_ms <= 0 or self.min_runs < 1 or self.max_runs < self.min_runs:
@@ -220,6 +225,30 @@ def _empty_graph_ms(timer: Any) -> float | None:
         return timer.graph_ms(timer.empty_launch, 100)
 
 
+def _race_floor(timer: DeviceTimer, flush: bool) -> float:
+    """The event floor for racing decisions (median of 11 empty runs), measured once per timer:
+    raw event times hold it and the incumbent's median does not."""
+    cached = getattr(timer, "_ktune_race_floor_ms", None)
+    if cached is None:
+        cached = float(np.median(timed_runs(timer.empty_launch, timer, 11, flush)[0]))
+        try:
+            timer._ktune_race_floor_ms = cached  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    return cached
+
+
+def _raced_out(times: np.ndarray, floor_ms: float, plan: TimingPlan) -> str:
+    """``"; stopped: clearly slower ..."`` when the CI of the median is above the incumbent."""
+    lo, _hi = median_ci(times)
+    lo -= floor_ms
+    if plan.race_ms is not None and lo > plan.race_ms * (1 + plan.race_margin):
+        return (f"; raced: stopped after {times.size} runs, its median's 95% CI starts at "
+                f"{lo:.4g} ms, over {plan.race_margin:.0%} above the incumbent's "
+                f"{plan.race_ms:.4g} ms")
+    return ""
+
+
 def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 plan: TimingPlan | None = None) -> Timing:
     """Time ``launch`` with the project's protocol and return every run's device time.
@@ -254,11 +283,16 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
 
     times: list[float] = []
     events: list[float] = []
+    raced = ""
+    race_floor = _race_floor(timer, flush) if plan.race_ms is not None else 0.0
     batch = int(min(max(plan.budget_ms / per_run / 8, plan.min_runs), 250))
+    # racing looks after smaller batches first (a quarter, doubling): a loser stops sooner
+    step = max(plan.min_runs, batch // 4) if plan.race_ms is not None else batch
     deadline = time.perf_counter() + plan.budget_ms * 1e-3 * 3  # host guard if flushes dominate
     spent_ms = 0.0
     while True:
-        n = min(batch, plan.max_runs - len(times))
+        n = min(step, plan.max_runs - len(times))
+        step = min(step * 2, batch)
         ev, kt = timed_runs(launch, timer, n, flush, use_cupti)
         if use_cupti and kt is None:  # records lost: fall back for the whole measurement
             use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
@@ -268,6 +302,10 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         arr = np.asarray(times)
         if len(times) >= plan.max_runs:
             break
+        if plan.race_ms is not None and len(times) >= plan.min_runs:
+            raced = _raced_out(arr, race_floor, plan)
+            if raced:
+                break
         if len(times) >= plan.min_runs and (
                 relative_ci_halfwidth(arr) <= plan.rel_precision
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
@@ -300,7 +338,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                    if empty_ms else "")
             clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
                       f"{floor_ms * 1e3:.2f} us, median of 51 runs of the same protocol{own})")
-    method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}"
+    method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}{raced}"
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
                   event_times_ms=(np.asarray(events, dtype=np.float64)
                                   if use_cupti or plan.subtract_floor else None),

@@ -9,9 +9,7 @@ inputs, bind, reference, the kernel's runs) is announced to the client as it sta
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import inspect
 import math
 import os
 import platform
@@ -29,31 +27,29 @@ from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
 from jupyter_ktune.measure.verify import (
     compare,
-    reference_outputs,
-    zero_inputs,
 )
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
 from jupyter_ktune.runner import phases
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only
+from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, checked_inputs: API
+    REDRAW_EVERY,
+    checked_inputs,
+    current_set,
+    ensure_expected,
+    forget_sets,
+    io_key,
+    last_set,
+    prepare_inputs,
+)
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.variant_key import code_hash, variant_key
+from jupyter_ktune.variant_key import variant_key
 
 _static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
 _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
-_last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
-REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
-_ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
-
-
-def _io_key(spec: KernelSpec) -> str:
-    """What decides the inputs and the expected outputs: code of both functions, outputs."""
-    return "\0".join((spec.source_hash, code_hash(spec.inputs), code_hash(spec.reference),
-                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
-                      repr(spec.options.reduction), code_hash(getattr(spec, "compare", None))))
+_races: dict[tuple[str, Config], float] = {}  # (source hash, config) -> incumbent ms, one-shot
 
 
 class FatalDeviceError(Exception):
@@ -74,68 +70,6 @@ def _static(backend: Backend, spec: KernelSpec,
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
     except Exception as exc:  # noqa: BLE001 - a missing tool must not cost the run
         return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
-
-
-def checked_inputs(spec: KernelSpec, config: Config,
-            drawn: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Call the inputs function (or take ``drawn``, a set it made ahead) and check the set."""
-    if spec.inputs is None:
-        raise CellError("no inputs function is given, so the kernel cannot run", line=1,
-                        fix="Add --inputs make_inputs, a function returning a dict of arguments.")
-    if drawn is not None:
-        args = drawn
-    else:
-        try:
-            args = spec.inputs()
-        except Exception as exc:  # noqa: BLE001
-            raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
-                            f"{type(exc).__name__}: {exc}", line=1) from None
-    if not isinstance(args, dict):
-        raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
-                        line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
-    zeros = zero_inputs(args, spec.outputs)
-    if zeros:
-        raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
-                        "indexing (and can even run faster than real data)", line=1,
-                        fix="Fill inputs with random values, e.g. np.random.rand(n).")
-    return args
-
-
-def _draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
-    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
-    the set is host-only, the next one is started in the helper process at once."""
-    args = checked_inputs(spec, config, _ahead.take(io))
-    if host_only(args):
-        _ahead.start(io, spec.inputs)
-    return args
-
-
-def takes_config(reference: Any) -> bool:
-    """Whether the reference names a ``config`` parameter: outputs whose layout depends on the
-    config (partial sums per block, a chunked scan) need it; ``**kwargs`` alone does not ask."""
-    try:
-        params = inspect.signature(reference).parameters
-    except (TypeError, ValueError):
-        return False
-    p = params.get("config")
-    return p is not None and p.kind is not inspect.Parameter.VAR_KEYWORD
-
-
-def _expected(spec: KernelSpec, host_args: dict[str, Any],
-              config: Config | None = None) -> dict[str, Any] | None:
-    """The reference's outputs for these inputs (computed on a copy: kernels write in place);
-    a reference that takes ``config`` gets the config's values as the kernel sees them."""
-    if spec.reference is None or not spec.options.verify:
-        return None
-    originals = copy.deepcopy(host_args)
-    if config is not None and takes_config(spec.reference):
-        originals["config"] = spec.space.py_env(config)
-    try:
-        return reference_outputs(spec.reference(**originals), spec.outputs)
-    except TypeError as exc:
-        raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
-                        f"inputs ({exc})", line=1,
-                        fix="Give it the kernel's argument names, or **kwargs.") from None
 
 
 def _poisoned(spec: KernelSpec, bound: Any) -> bool:
@@ -266,35 +200,24 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     try:
         cxx = spec.space.cxx_env(config)
-        io = _io_key(spec)
+        io = io_key(spec)
         # A variant is verified once per worker on fresh inputs; revisiting it (a slider moved
         # back) re-times it on the same inputs instead of paying for inputs + reference again.
         # A new variant is checked on the current input set; a set serves at most
         # REDRAW_EVERY new variants before fresh inputs are drawn, so a sweep does not pay for
         # inputs + reference (seconds for a large GEMM) on every config.
         verification = _verified.get((io, key))
-        current = _last_inputs.get(io)
-        reused = verification is not None and current is not None
-        if current is None or (not reused and current["uses"] >= REDRAW_EVERY):
-            phases.enter(phases.inputs(spec.inputs))
-            args = _draw_inputs(spec, config, io)
-            current = {"args": args, "expected": None, "uses": 0, "fresh": True}
-            _last_inputs.clear()
-            _last_inputs[io] = current
+        reused = verification is not None and last_set(io) is not None
+        current = current_set(spec, config, io, reused)
         host_args = current["args"]
         tick("inputs")
         phases.enter(phases.bind(host_args))
-        bound = variant.bind(host_args)
+        bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
         tick("bind")
         if not reused:
-            per_config = spec.reference is not None and takes_config(spec.reference)
-            if current["expected"] is None or (per_config and current.get("config") != config):
-                if spec.reference is not None and spec.options.verify:
-                    phases.enter(phases.reference(spec.reference, host_args))
-                current["config"] = config
-                current["expected"] = _expected(spec, host_args, config)
-                current["on_device"] = (DeviceReference(current["expected"])
-                                        if current["expected"] is not None else None)
+            ensure_expected(spec, current, config)
+        tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
+        if not reused:
             current["uses"] += 1
             phases.enter(phases.run("the verification run"))
             verification = _verify(spec, bound, current["expected"], current.get("on_device"),
@@ -306,7 +229,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if spec.options.time:
             clk0 = read_clocks()
             plan = TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
-                              max_runs=spec.options.max_runs)
+                              max_runs=spec.options.max_runs,
+                              race_ms=_races.pop((spec.source_hash, config), None))
             timer = backend.timer()
             phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
             # A runtime without stream events in Python (JAX) times the bound variant itself.
@@ -337,8 +261,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         result = finish(Status.RUNTIME_ERROR, f"[ktune] {type(exc).__name__}: {exc}")
         if backend.is_fatal(exc):
             _variants.clear()
-            _last_inputs.clear()
-            _ahead.drop()
+            forget_sets()
             raise FatalDeviceError(result) from exc
         if os.environ.get("KTUNE_DEBUG"):
             traceback.print_exc()
@@ -373,6 +296,16 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     except CannotRun as exc:
         return dataclasses.replace(result, reason=str(exc))
     return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
+
+
+def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -> None:
+    """Worker-side: time the next run of ``config`` as a race against ``incumbent_ms`` (the
+    sweep's best median so far): it stops once clearly slower (``TimingPlan.race_ms``). One-shot,
+    so a later panel run of the same variant is timed in full."""
+    if incumbent_ms is None:
+        _races.pop((source_hash, config), None)
+    else:
+        _races[(source_hash, config)] = float(incumbent_ms)
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

@@ -10,6 +10,11 @@ the worker copies it out (tens of ms per 100 MB) at the redraw, outside any time
 Only host sets qualify (contiguous NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs
 function that makes device arrays would launch GPU work of its own during the timing. A C- or
 Fortran-ordered array arrives in the same order; a strided view is drawn in place, as it is.
+
+The helper also runs the reference on the set it drew (issue 21): a NumPy fp32 matmul at 4096^3
+takes seconds, and run in the worker it sat inside the first config's request of every set. A
+reference written against a device array API (torch, CuPy, JAX: :func:`uses_device_arrays`) is
+left to the worker, which owns the device; the helper never opens a device context.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import glob
+import inspect
 import os
 import re
 import signal
@@ -26,6 +32,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from multiprocessing.connection import Connection
 from typing import Any
@@ -36,6 +43,7 @@ import numpy as np
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic)
+_DEVICE_MODULES = ("torch", "cupy", "cupyx", "jax", "jaxlib")
 _helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
 
 
@@ -63,16 +71,68 @@ def host_only(args: dict[str, Any]) -> bool:
     return total <= MAX_BYTES
 
 
-def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
-    """In the helper: call the inputs function and put its arrays into shared memory.
+def uses_device_arrays(fn: Any) -> bool:
+    """Whether ``fn`` names a device array module (torch, CuPy, JAX) among its globals or its
+    closure: such a reference runs in the worker, on the device, not in the helper."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return True  # a callable object: nothing to inspect, keep it where the device is
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_code"))
+    glb = getattr(fn, "__globals__", {})
+    values = [glb[n] for n in names if n in glb]
+    values += list(inspect.getclosurevars(fn).nonlocals.values())
+    for v in values:
+        mod = v.__name__ if isinstance(v, type(np)) else getattr(v, "__module__", "") or ""
+        if mod.split(".")[0] in _DEVICE_MODULES:
+            return True
+    return False
 
-    Returns name -> ("shm", segment name, shape, dtype, order) for arrays and the value itself for
-    scalars; None when the set is not host-only (the worker then stops drawing ahead).
-    Exceptions travel back to the worker, which reports them as the inputs function's own.
+
+@dataclass(frozen=True)
+class DrawnSet:
+    """An input set drawn ahead, with the reference's outputs for it when the helper ran it."""
+
+    args: dict[str, Any]
+    expected: dict[str, np.ndarray] | None = None
+    reference_ms: float | None = None  # the helper's time for the reference (off the worker)
+
+
+def _draw_into_shared_memory(fn: Any, owner: int, reference: Any = None,
+                             outputs: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """In the helper: call the inputs function (and the reference) and put the arrays into
+    shared memory.
+
+    Returns {"args": name -> ("shm", segment name, shape, dtype, order) for arrays and the value
+    itself for scalars, "expected": the same for the reference's outputs or None, "reference_ms"};
+    None when the set is not host-only (the worker then stops drawing ahead). An exception of
+    the inputs function travels back to the worker, which reports it as the function's own; one
+    of the reference leaves "expected" None, and the worker runs it again to report it.
     """
     args = fn()
     if not isinstance(args, dict) or not host_only(args):
         return None
+    shared = _share(args, owner)  # copied before the reference can write into the arrays
+    expected, ref_ms = None, None
+    if reference is not None:
+        from jupyter_ktune.measure.verify import reference_outputs
+
+        t0 = time.perf_counter()
+        try:
+            got = reference_outputs(reference(**args), outputs)
+            expected = _share({k: np.ascontiguousarray(v) for k, v in got.items()}, owner)
+        except Exception:  # noqa: BLE001 - the worker runs it again and reports the error
+            expected = None
+        ref_ms = (time.perf_counter() - t0) * 1e3
+    return {"args": shared, "expected": expected, "reference_ms": ref_ms}
+
+
+def _share(args: dict[str, Any], owner: int) -> dict[str, Any]:
+    """Put every array of ``args`` into a shared memory segment owned by the worker ``owner``."""
     out: dict[str, Any] = {}
     for name, v in args.items():
         if isinstance(v, np.ndarray):
@@ -89,6 +149,12 @@ def _draw_into_shared_memory(fn: Any, owner: int) -> dict[str, Any] | None:
         else:
             out[name] = v
     return out
+
+
+def _take_set(drawn: dict[str, Any]) -> DrawnSet:
+    expected = drawn.get("expected")
+    return DrawnSet(_take(drawn["args"]), _take(expected) if expected is not None else None,
+                    drawn.get("reference_ms"))
 
 
 def _take(drawn: dict[str, Any]) -> dict[str, Any]:
@@ -139,11 +205,13 @@ class InputsAhead:
         self._conn = Connection(mine.detach())
         self._reader = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktune-ahead")
 
-    def start(self, io: str, inputs_fn: Any) -> None:
-        """Begin drawing the next set for ``io``; a set pending for another cell is dropped."""
+    def start(self, io: str, inputs_fn: Any, reference: Any = None,
+              outputs: tuple[str, ...] = ()) -> None:
+        """Begin drawing the next set for ``io`` (and running ``reference`` on it, for
+        ``outputs``); a set pending for another cell is dropped."""
         self.drop()
         try:
-            payload = cloudpickle.dumps((inputs_fn, os.getpid()))
+            payload = cloudpickle.dumps((inputs_fn, os.getpid(), reference, tuple(outputs)))
             self._ensure_helper()
             assert self._conn is not None and self._reader is not None
             self._conn.send_bytes(payload)
@@ -154,6 +222,11 @@ class InputsAhead:
     def take(self, io: str) -> dict[str, Any] | None:
         """The set drawn ahead for ``io``, or None: nothing pending, not host-only, the helper
         died, or the inputs function failed there (drawn in place, it reports its own error)."""
+        drawn = self.take_set(io)
+        return drawn.args if drawn is not None else None
+
+    def take_set(self, io: str) -> DrawnSet | None:
+        """As :meth:`take`, with the reference's outputs when the helper computed them."""
         fut = self._pending.pop(io, None)
         if fut is None:
             return None
@@ -162,7 +235,12 @@ class InputsAhead:
         except Exception:  # noqa: BLE001 - the helper died: start afresh next time
             self.close()
             return None
-        return _take(drawn) if kind == "ok" and drawn is not None else None
+        return _take_set(drawn) if kind == "ok" and drawn is not None else None
+
+    def waiting(self, io: str) -> bool:
+        """Whether a set for ``io`` is still being drawn (taking it now would wait for it)."""
+        fut = self._pending.get(io)
+        return fut is not None and not fut.done()
 
     def drop(self) -> None:
         """Forget pending sets (their segments are unlinked when they arrive)."""
@@ -199,11 +277,12 @@ def serve(fd: int, parent: int | None = None) -> None:
     conn = Connection(socket.socket(fileno=fd).detach())
     while True:
         try:
-            fn, owner = cloudpickle.loads(conn.recv_bytes())
+            fn, owner, reference, outputs = cloudpickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         try:
-            reply: tuple[str, Any] = ("ok", _draw_into_shared_memory(fn, owner))
+            reply: tuple[str, Any] = ("ok", _draw_into_shared_memory(fn, owner, reference,
+                                                                     outputs))
         except BaseException as exc:  # noqa: BLE001 - the worker draws again and reports it
             reply = ("error", f"{type(exc).__name__}: {exc}")
         conn.send_bytes(cloudpickle.dumps(reply))
@@ -261,7 +340,7 @@ def _unlink_when_done(fut: cf.Future) -> None:
     except Exception:  # noqa: BLE001 - nothing was left in shared memory
         return
     if kind == "ok" and drawn:
-        _take(drawn)
+        _take_set(drawn)
 
 
 def remove_orphans() -> int:

@@ -16,6 +16,7 @@ from jupyter_ktune.tune.store import StoredResult
 
 if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
     from jupyter_ktune.tune.report import TuneReport
+    from jupyter_ktune.tune.shapes import ShapesReport
 
 #: Triton launch options: keyword arguments of ``triton.Config``, not ``kwargs`` entries
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -141,11 +142,110 @@ EXPORTERS: dict[str, Callable[..., str]] = {
 }
 
 
+def _winners(shapes: ShapesReport) -> list[tuple[dict[str, Any], StoredResult]]:
+    out = [(dict(s), w) for s, w in zip(shapes.shapes, shapes.winners, strict=True) if w]
+    if not out:
+        raise ValueError("[ktune] no shape has a successful config to export")
+    return out
+
+
+def _shape_text(shape: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
+def dispatch_triton(shapes: ShapesReport) -> str:
+    """A ``triton.autotune`` config list of the distinct winners, with the shapes' key."""
+    lines = ["import triton", "", "# Tuned per shape by jupyter-ktune; winners:"]
+    distinct: list[StoredResult] = []
+    for shape, w in _winners(shapes):
+        lines.append(f"#   {_shape_text(shape)}: {w.config.label()} "
+                     f"({(w.median_ms or 0) * 1e3:.2f} µs)")
+        if all(d.config != w.config for d in distinct):
+            distinct.append(w)
+    lines.append("configs = [")
+    for r in distinct:
+        kwargs = {n: v for n, v in r.config.items() if n not in TRITON_OPTIONS}
+        opts = "".join(f", {n}={r.config[n]!r}" for n in TRITON_OPTIONS if n in r.config)
+        lines.append(f"    triton.Config({kwargs!r}{opts}),")
+    lines += ["]", f"key = {list(shapes.key)!r}", "",
+              "# @triton.autotune(configs=configs, key=key)", "# @triton.jit"]
+    return "\n".join(lines) + "\n"
+
+
+def dispatch_cpp(shapes: ShapesReport) -> str:
+    """A C++ function that switches over shape buckets (ceil(log2) of each dimension) and
+    returns that bucket's winner; other shapes get the winner of the most shapes."""
+    winners = _winners(shapes)
+    reports = shapes.reports[0]
+    stem = re.sub(r"\W", "_", reports.kernel)
+    params = reports.space.params
+    dims = list(shapes.key)
+    lines = ["#pragma once", f"// Tuned per shape by jupyter-ktune: {reports.kernel} on "
+             f"{reports.device}", f"struct kt_{stem}_config {{ "
+             + " ".join(f"int {p.name};" for p in params) + " };", "",
+             "// bucket of a dimension: ceil(log2(v)), 0..63",
+             "inline int kt_bucket(long long v) { int b = 0; while ((1LL << b) < v) ++b; "
+             "return b; }", "",
+             f"inline kt_{stem}_config kt_{stem}_dispatch("
+             + ", ".join(f"long long {d}" for d in dims) + ") {",
+             "  switch (" + " + ".join(f"kt_bucket({d}) * {64 ** (len(dims) - 1 - i)}"
+                                      for i, d in enumerate(dims)) + ") {"]
+
+    def value(r: StoredResult) -> str:
+        return "{" + ", ".join(str(cxx_value(r.config[p.name], p.values)) for p in params) + "}"
+
+    seen: set[int] = set()
+    for shape, w in winners:
+        bucket = sum(_bucket(int(shape[d])) * 64 ** (len(dims) - 1 - i)
+                     for i, d in enumerate(dims))
+        if bucket in seen:
+            continue  # two shapes in one bucket: the first listed wins
+        seen.add(bucket)
+        lines.append(f"    case {bucket}: return {value(w)};  // {_shape_text(shape)}: "
+                     f"{w.config.label()}, {(w.median_ms or 0) * 1e3:.2f} us")
+    common = max((w for _s, w in winners),
+                 key=lambda w: sum(x.config == w.config for _s, x in winners))
+    lines += [f"    default: return {value(common)};  // the winner of the most shapes",
+              "  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _bucket(v: int) -> int:
+    b = 0
+    while (1 << b) < v:
+        b += 1
+    return b
+
+
+def dispatch_pallas(shapes: ShapesReport, name: str = "TUNED_BLOCK_SIZES") -> str:
+    """A dict literal keyed by (kernel, device, shape values), like JAX's tuned tables."""
+    first = shapes.reports[0]
+    lines = [f"# Tuned per shape by jupyter-ktune; key: (kernel, device, {', '.join(shapes.key)})",
+             f"{name} = {{"]
+    for shape, w in _winners(shapes):
+        key = (first.kernel, first.device, *shape.values())
+        lines.append(f"    {key!r}: {dict(w.config)!r},")
+    return "\n".join([*lines, "}"]) + "\n"
+
+
+#: dispatch-table exporter name -> function(shapes report, **kw) -> text
+DISPATCH: dict[str, Callable[..., str]] = {
+    "triton": dispatch_triton, "cpp": dispatch_cpp, "pallas": dispatch_pallas}
+
+
+def _exporter(registry: dict[str, Callable[..., str]], kind: str, what: str) -> Callable[..., str]:
+    fn = registry.get(kind)
+    if fn is None:
+        raise ValueError(f"[ktune] unknown {what} '{kind}'. Choose one of: "
+                         f"{', '.join(sorted(registry))}.")
+    return fn
+
+
+def dispatch(shapes: ShapesReport, kind: str, **kw: Any) -> str:
+    """Export a per-shape dispatch table as ``kind``; an unknown kind lists the known ones."""
+    return _exporter(DISPATCH, kind, "dispatch export")(shapes, **kw)
+
+
 def export(report: TuneReport, kind: str, **kw: Any) -> str:
     """Export ``report`` as ``kind``; an unknown kind lists the known ones."""
-    fn = EXPORTERS.get(kind)
-    if fn is None:
-        raise ValueError(f"[ktune] unknown export '{kind}'. Choose one of: "
-                         f"{', '.join(sorted(EXPORTERS))}.")
-    return fn(report, **kw)
-
+    return _exporter(EXPORTERS, kind, "export")(report, **kw)

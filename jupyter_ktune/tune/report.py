@@ -22,6 +22,7 @@ import numpy as np
 from jupyter_ktune.space import Config, Space
 from jupyter_ktune.tune.export import export as export_report
 from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tune.warm import RankingMove
 
 
 def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.95,
@@ -175,6 +176,7 @@ class TuneReport:
     stopped: bool = False
     valid_configs: int = 0
     info: Mapping[str, Any] = field(default_factory=dict)
+    warm: RankingMove | None = None  # how the ranking moved since the version it started from
 
     @property
     def best(self) -> StoredResult | None:
@@ -223,6 +225,8 @@ class TuneReport:
                          f"({best.times_ms.size} runs)")  # type: ignore[union-attr]
         if self.verdict is not None:
             lines.append("  " + self.verdict.text())
+        if self.warm is not None:
+            lines.append("  " + self.warm.text())
         return "\n".join(lines)
 
     def export(self, kind: str, **kw: Any) -> str:

@@ -142,11 +142,30 @@ def close_pools() -> None:
         _pools.clear()
 
 
-def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
-    """Worker-side: take a precompiled static report so the run does not recompile it."""
+def seed_static(source_hash: str, arch: str, config: Config, static: Any,
+                race_ms: float | None = None) -> bool:
+    """Worker-side, before a sweep's run: take a precompiled static report so the run does not
+    recompile it, and the incumbent's median to race against (one round trip for both)."""
+    from jupyter_ktune.runner.execute import race_against
     from jupyter_ktune.runner.execute import seed_static as seed
 
-    return seed(source_hash, arch, config, static)
+    race_against(source_hash, config, race_ms)
+    return seed(source_hash, arch, config, static) if static is not None else False
+
+
+def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
+    """Worker-side: draw the first input set and run the reference (``execute.prepare_inputs``)."""
+    from jupyter_ktune.runner.execute import prepare_inputs as prepare
+
+    return prepare(spec)
+
+
+def dask_run(spec: KernelSpec, config: Config, race_ms: float | None = None) -> RunResult:
+    """Dask task: run one variant on this Dask worker's own device worker."""
+    w = get_worker()
+    if race_ms is not None:
+        w.call(seed_static, spec.source_hash, spec.options.arch, config, None, race_ms)
+    return w.run(spec, config)
 
 
 class LocalRunner:
@@ -184,27 +203,50 @@ class LocalRunner:
         return self.workers[0].device(backend)
 
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
-               pin: bool = False) -> Future:
-        """Time ``config`` on a free worker (``pin``: always the first, for fair re-timing)."""
-        return self._pool.submit(self._run, spec, config, static, pin)
+               pin: bool = False, race_ms: float | None = None) -> Future:
+        """Time ``config`` on a free worker (``pin``: always the first, for fair re-timing;
+        ``race_ms``: the incumbent's median, timing stops once clearly slower)."""
+        return self._pool.submit(self._run, spec, config, static, pin, race_ms)
 
-    def _run(self, spec: KernelSpec, config: Config, static: Any, pin: bool) -> RunResult:
+    def prepare(self, spec: KernelSpec) -> dict[str, float]:
+        """Draw each worker's first input set and run the reference there, each in a request
+        of its own (its own time limit, ``--timeout``), so no config's timeout pays for them.
+        Returns the slowest worker's phase times in ms; a failure is left to the first config,
+        which reports it on its cell line."""
+        if spec.inputs is None:
+            return {}
+
+        def one(w: DeviceWorker) -> dict[str, float]:
+            try:
+                return w.call(prepare_inputs, spec, timeout=spec.options.timeout_s)
+            except Exception:  # noqa: BLE001 - reported by the first config's own run
+                return {}
+
+        out: dict[str, float] = {}
+        for phases in self._pool.map(one, self.workers):
+            for k, v in phases.items():
+                out[k] = max(out.get(k, 0.0), v)
+        return out
+
+    def _run(self, spec: KernelSpec, config: Config, static: Any, pin: bool,
+             race_ms: float | None) -> RunResult:
         if pin:
             w = self.workers[0]
             with w._lock:
-                return self._on(w, spec, config, static)
+                return self._on(w, spec, config, static, race_ms)
         w = self._free.get()
         try:
-            return self._on(w, spec, config, static)
+            return self._on(w, spec, config, static, race_ms)
         finally:
             self._free.put(w)
 
     @staticmethod
-    def _on(w: DeviceWorker, spec: KernelSpec, config: Config, static: Any) -> RunResult:
-        if static is not None:
+    def _on(w: DeviceWorker, spec: KernelSpec, config: Config, static: Any,
+            race_ms: float | None) -> RunResult:
+        if static is not None or race_ms is not None:
             try:
                 w.call(seed_static, spec.source_hash, spec.options.arch, config, static,
-                       timeout=60)
+                       race_ms, timeout=60)
             except KtuneError:
                 pass  # only an optimisation: the worker compiles the report itself
         return w.run(spec, config)
@@ -214,11 +256,6 @@ class LocalRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for w in self.owned:
             w.close()
-
-
-def dask_run(spec: KernelSpec, config: Config) -> RunResult:
-    """Dask task: run one variant on this Dask worker's own device worker."""
-    return get_worker().run(spec, config)
 
 
 def dask_device(backend: str) -> Any:
@@ -253,10 +290,14 @@ class DaskRunner:
         return self.client.submit(dask_device, backend, pure=False,
                                   workers=[self.addresses[0]]).result()
 
+    def prepare(self, spec: KernelSpec) -> dict[str, float]:
+        """Nothing ahead on a cluster: each Dask worker draws its own first set."""
+        return {}
+
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
-               pin: bool = False) -> Future:
+               pin: bool = False, race_ms: float | None = None) -> Future:
         """Run ``config`` on the cluster; ``pin`` keeps re-timing on the first worker."""
-        fut = self.client.submit(dask_run, spec, config, pure=False,
+        fut = self.client.submit(dask_run, spec, config, race_ms, pure=False,
                                  workers=[self.addresses[0]] if pin else None)
         out: Future = Future()
 

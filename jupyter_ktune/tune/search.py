@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from jupyter_ktune.space import Config, Space
+from jupyter_ktune.space import COUNT_EXACTLY, SCAN_CONFIGS, Config, Space, SpaceCount
 
 #: the strategy ``tune()`` uses when none is named (decided by bench/search_efficiency.py)
 DEFAULT_STRATEGY = "greedy"
@@ -39,21 +39,56 @@ class Strategy(Protocol):
         """True when every valid config has been proposed."""
 
 
+#: spaces up to this many configs (before constraints) are listed once; larger ones are walked
+#: lazily with ``Space.at`` / ``Space.sample``: listing 10**12 configs never ends (issue 21)
+LIST_UP_TO = COUNT_EXACTLY
+
+
 class _Base:
-    """Bookkeeping shared by the strategies: the valid configs, what was asked and told."""
+    """Bookkeeping shared by the strategies: the valid configs, what was asked and told.
+
+    ``n_valid`` is exact for a space of up to :data:`LIST_UP_TO` configs and an estimate by
+    sampling beyond (``count.exact`` says which); only small spaces are ever listed.
+    """
 
     def __init__(self, space: Space, limits: Mapping[str, Any] | None = None, seed: int = 0):
         self.space, self.limits = space, dict(limits or {})
         self.rng = random.Random(seed)
-        self.valid: list[Config] = list(space.configs(self.limits))
-        self._valid_set = set(self.valid)
+        self._listed: list[Config] | None = (list(space.configs(self.limits))
+                                             if space.size <= LIST_UP_TO else None)
+        self.count: SpaceCount = (SpaceCount(len(self._listed), True, space.size)
+                                  if self._listed is not None else space.count(self.limits))
         self.asked: set[Config] = set()
         self.told: dict[Config, float | None] = {}
+        self.first: list[Config] = []  # tried before the strategy's own order (warm start)
+
+    @property
+    def n_valid(self) -> int:
+        """How many valid configs the space has (estimated for a large space)."""
+        return self.count.n
+
+    @property
+    def valid(self) -> list[Config]:
+        """The valid configs, listed: only for a space of up to :data:`LIST_UP_TO` configs."""
+        if self._listed is None:
+            raise ValueError(f"[ktune] the space has {self.space.size:.3g} configs: it is walked "
+                             "lazily, never listed. Use n_valid and is_valid().")
+        return self._listed
+
+    def is_valid(self, config: Config) -> bool:
+        """Whether ``config`` is a config of the space that breaks no constraint."""
+        try:
+            if any(config[p.name] not in p.values for p in self.space.params) or \
+                    len(config) != len(self.space.params):
+                return False
+        except KeyError:
+            return False
+        return not self.space.violations(config, self.limits)
 
     @property
     def exhausted(self) -> bool:
         """True when every valid config has been asked for."""
-        return len(self.asked) >= len(self.valid)
+        return len(self.asked) >= self.n_valid
 
     def tell(self, config: Config, ms: float | None) -> None:
         """Record a result (also for configs this strategy did not ask for: resumed ones)."""
@@ -64,9 +99,23 @@ class _Base:
         self.asked.add(config)
         return config
 
+    def _first(self) -> Config | None:
+        """The next warm-start config (an earlier version's best ones) not yet asked."""
+        while self.first:
+            c = self.first.pop(0)
+            if c not in self.asked and self.is_valid(c):
+                return self._take(c)
+        return None
+
     def _random_unasked(self) -> Config | None:
-        left = [c for c in self.valid if c not in self.asked]
-        return self._take(self.rng.choice(left)) if left else None
+        if self._listed is not None:
+            left = [c for c in self._listed if c not in self.asked]
+            return self._take(self.rng.choice(left)) if left else None
+        for _ in range(SCAN_CONFIGS):  # draws, not a listing; gives up on a near-empty space
+            c = self.space.at(self.rng.randrange(self.space.size))
+            if c not in self.asked and not self.space.violations(c, self.limits):
+                return self._take(c)
+        return None
 
     def best(self) -> tuple[Config, float] | None:
         """Return the fastest config told so far and its time."""
@@ -78,26 +127,39 @@ class _Base:
 
 
 class Exhaustive(_Base):
-    """Every valid config, in declaration order (first parameter slowest)."""
+    """Every valid config, in declaration order (first parameter slowest), walked lazily."""
+
+    def __init__(self, space: Space, limits: Mapping[str, Any] | None = None, seed: int = 0):
+        super().__init__(space, limits, seed)
+        self._walk = iter(self._listed) if self._listed is not None else space.configs(self.limits)
 
     def ask(self) -> Config | None:
         """Next config in order."""
-        for c in self.valid:
+        first = self._first()
+        if first is not None:
+            return first
+        for c in self._walk:
             if c not in self.asked:
                 return self._take(c)
         return None
 
 
 class RandomSearch(_Base):
-    """Valid configs in a seeded random order, without repeats."""
+    """Valid configs in a seeded random order, without repeats (random draws on a large space)."""
 
     def __init__(self, space: Space, limits: Mapping[str, Any] | None = None, seed: int = 0):
         super().__init__(space, limits, seed)
-        self._order = list(self.valid)
-        self.rng.shuffle(self._order)
+        self._order = list(self._listed) if self._listed is not None else None
+        if self._order is not None:
+            self.rng.shuffle(self._order)
 
     def ask(self) -> Config | None:
         """Next config of the shuffled order."""
+        first = self._first()
+        if first is not None:
+            return first
+        if self._order is None:
+            return self._random_unasked()
         for c in self._order:
             if c not in self.asked:
                 return self._take(c)
@@ -116,19 +178,21 @@ class GreedyLocal(_Base):
     def __init__(self, space: Space, limits: Mapping[str, Any] | None = None, seed: int = 0,
                  sample: int | None = None):
         super().__init__(space, limits, seed)
-        n = len(self.valid)
+        n = self.n_valid
         self.sample = sample if sample is not None else max(4, min(12, math.ceil(0.03 * n)))
         self._sampled = 0
         self._neighbours: dict[Config, list[Config]] = {}
 
     def _untried_neighbours(self, c: Config) -> list[Config]:
         if c not in self._neighbours:
-            self._neighbours[c] = [n for n in self.space.neighbours(c, self.limits)
-                                   if n in self._valid_set]
+            self._neighbours[c] = self.space.neighbours(c, self.limits)
         return [n for n in self._neighbours[c] if n not in self.asked]
 
     def ask(self) -> Config | None:
         """Propose a neighbour of the best measured config, or a random one while sampling."""
+        first = self._first()
+        if first is not None:
+            return first
         if self._sampled < self.sample:
             self._sampled += 1
             return self._random_unasked()
@@ -155,7 +219,7 @@ class OptunaTPE(_Base):
         super().__init__(space, limits, seed)
         optuna = _import_optuna()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        n = len(self.valid)
+        n = self.n_valid
         startup = startup if startup is not None else max(4, min(10, math.ceil(0.03 * n)))
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup,
                                              multivariate=True)
@@ -172,10 +236,13 @@ class OptunaTPE(_Base):
         """Ask TPE until it proposes an untried valid config (constraint breaks told back)."""
         if self.exhausted:
             return None
+        first = self._first()
+        if first is not None:
+            return first
         for _ in range(10):
             trial = self._study.ask(self._dists)
             c = Config({k: trial.params[k] for k in self.space.names})
-            if c not in self._valid_set:
+            if not self.is_valid(c):
                 self._study.tell(trial, self._penalty())
             elif c in self.asked:
                 ms = self.told.get(c)
@@ -241,7 +308,7 @@ def replay(name: str, space: Space, recorded: Mapping[Config, float | None],
     """
     s = make_strategy(name, space, limits, seed)
     out: list[tuple[Config, float | None]] = []
-    limit = budget if budget is not None else len(s.valid)  # type: ignore[attr-defined]
+    limit = budget if budget is not None else s.n_valid  # type: ignore[attr-defined]
     while len(out) < limit:
         c = s.ask()
         if c is None:

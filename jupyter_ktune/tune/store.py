@@ -55,6 +55,9 @@ class StoreKey:
     source_hash: str
     device: str
     toolchain: str = ""
+    # the space's signature, written with each row (warm start finds earlier versions by kernel
+    # name and space); not part of what a result is valid for, so not compared
+    space: str = field(default="", compare=False)
 
     @staticmethod
     def toolchain_text(toolchain: Mapping[str, str] | None) -> str:
@@ -251,6 +254,7 @@ class Store:
                None if times is None else _json(times.tolist()), method,
                None if m is None else _json(m.to_dict() | {"timing": None}),
                _json(static_summary(result.static)), time.time())
+        space = key.space
         with self._lock:
             attempts = 1
             if result.status in TRANSIENT:  # crashed again: count it, so resumes retry once
@@ -259,7 +263,7 @@ class Store:
                     "AND device=? AND toolchain=? AND stage=?", row[:5]).fetchone()
                 if prev is not None and prev[0] in {s.value for s in TRANSIENT}:
                     attempts = int(prev[1]) + 1
-            row += (attempts,)
+            row += (attempts, space)
             self._write(row)
             self._skipped.discard(row[:5])  # a skipped row, timed again, is whole now
         if not self.saving:
@@ -312,6 +316,44 @@ class Store:
             rows = self._conn.execute(sql + " ORDER BY created", args).fetchall()
         return self._decode(rows)
 
+    def best(self, key: StoreKey, stage: str = "sweep") -> StoredResult | None:
+        """The fastest correct result under ``key``, found by SQL (an index on the median)."""
+        top = self.top(key, 1, stage)
+        return top[0] if top else None
+
+    def top(self, key: StoreKey, k: int, stage: str = "sweep") -> list[StoredResult]:
+        """The ``k`` fastest correct results under ``key``, fastest first; only they are decoded
+        (decoding every row of a key took 306 ms at 10k configs, issue 21)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM results WHERE source_hash=? AND device=? AND toolchain=? "
+                "AND stage=? AND status=? AND median_ms IS NOT NULL ORDER BY median_ms LIMIT ?",
+                (key.source_hash, key.device, key.toolchain, stage, Status.OK.value, int(k)),
+            ).fetchall()
+        return self._decode(rows)
+
+    def history(self, key: StoreKey, limit: int = 500,
+                stage: str = "sweep") -> list[StoredResult]:
+        """The latest ``limit`` results under ``key``, oldest first: the panel's bounded history."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM results WHERE source_hash=? AND device=? AND toolchain=? "
+                "AND stage=? ORDER BY created DESC LIMIT ?",
+                (key.source_hash, key.device, key.toolchain, stage, int(limit))).fetchall()
+        return self._decode(rows[::-1])
+
+    def earlier_versions(self, kernel: str, space: str, device: str,
+                         exclude: str = "") -> list[StoreKey]:
+        """Keys of other versions (source hashes) of ``kernel`` with the same space signature on
+        ``device``, newest first: where a warm start takes its order from."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT source_hash, device, toolchain, MAX(created) AS t FROM results "
+                "WHERE kernel=? AND space=? AND device=? AND stage='sweep' AND source_hash<>? "
+                "GROUP BY source_hash, device, toolchain ORDER BY t DESC",
+                (kernel, space, device, exclude)).fetchall()
+        return [StoreKey(r[0], r[1], r[2], space) for r in rows]
+
     def keys(self) -> list[StoreKey]:
         """Every (source, device, toolchain) the store holds results for."""
         with self._lock:
@@ -345,7 +387,7 @@ class Store:
     @staticmethod
     def _row(row: tuple) -> StoredResult:
         (_src, config, device, _tool, stage, kernel, backend, status, reason, _median, times,
-         method, _meas, static, created, attempts) = row
+         method, _meas, static, created, attempts, *_space) = row
         arr = None if times is None else np.asarray(json.loads(times), dtype=float)
         if arr is not None and arr.ndim != 1:
             raise ValueError(f"times_ms is not a list of numbers: {times[:40]}")

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,14 +26,16 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends.base import limits_for
-from jupyter_ktune.errors import CompileFailure
+from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import search
+from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
+from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
+from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
@@ -55,6 +58,15 @@ class TuneOptions:
         no pool for backends without a precompile step (see ``PRECOMPILED``).
     stop
         An event that stops the sweep when set (as :meth:`Sweep.stop`).
+    race
+        Race configs: one whose median's confidence interval is clearly above the best so far
+        stops being timed (``TimingPlan.race_ms``); the top ``top_k`` are re-timed in full.
+    warm_start
+        After an edit (same kernel name and space, another source hash in the store), try the
+        previous version's best ``warm_start`` configs first (0: off); the report says how the
+        ranking moved (:mod:`jupyter_ktune.tune.warm`).
+    shape
+        The problem shape this sweep tunes (set by ``tune(shapes=...)``): part of the store key.
     """
 
     seed: int = 0
@@ -63,6 +75,9 @@ class TuneOptions:
     retime: bool = False
     compile_workers: int | None = None
     stop: threading.Event | None = None
+    race: bool = True
+    warm_start: int = 8
+    shape: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,9 @@ class Sweep:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> TuneReport:
         """Run the sweep to its budget (or until stopped) and return the report."""
+        where = main_guard.in_spawned_import()
+        if where is not None:
+            raise KtuneError(main_guard.IN_POOL.format(where=where))
         store, own_store = _open_store(self.store_arg)
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
@@ -150,30 +168,51 @@ class Sweep:
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             device = runner.device(self.spec.backend)
-            key = StoreKey(self.spec.source_hash, device.name,
-                           StoreKey.toolchain_text(device.toolchain))
+            shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
+            key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
+                           StoreKey.toolchain_text(device.toolchain),
+                           space=warm.space_signature(self.spec.space))
             limits = limits_for(self.spec, device)
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
-            n_valid = len(strategy.valid)  # type: ignore[attr-defined]
+            started = self._warm_start(store, key, strategy)
+            n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()
-            evals = self._sweep(strategy, runner, pool, store, key, total, t0)
+            # the first input set and its reference, in a request of their own (issue 21)
+            prepared = runner.prepare(self.spec) if self.spec.options.time else {}
+            evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
             final = self._final(strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
+            moved = started.moved({e.result.config: e.result.median_ms if e.result.ok else None
+                                   for e in evals}) if started is not None else None
             self.report = TuneReport(
                 kernel=self.spec.name, backend=self.spec.backend, strategy=self.strategy_name,
                 space=self.spec.space, device=device.name, evaluations=tuple(evals),
                 final=tuple(final), verdict=verdict, elapsed_s=time.perf_counter() - t0,
-                stopped=self.stopped, valid_configs=n_valid,
+                stopped=self.stopped, valid_configs=n_valid, warm=moved,
                 info={"store": str(store.path), "device_slots": runner.slots,
-                      "compile_workers": pool_size,
+                      "compile_workers": pool_size, "prepare_ms": prepared,
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
             runner.close()
             if own_store:
                 store.close()
+
+    def _warm_start(self, store: Store, key: StoreKey, strategy: Any) -> warm.WarmStart | None:
+        """Put the previous version's best configs first in ``strategy``'s order, if any."""
+        k = self.options.warm_start
+        if k < 1:
+            return None
+        for earlier in store.earlier_versions(self.spec.name, key.space, key.device,
+                                              exclude=key.source_hash):
+            top = store.top(earlier, k)
+            if top:
+                strategy.first = [r.config for r in top]
+                return warm.WarmStart(earlier.source_hash, tuple(r.config for r in top),
+                                      tuple(r.median_ms for r in top))  # type: ignore[misc]
+        return None
 
     def _pool_size(self, runner: Any) -> int:
         if self.client is not None:
@@ -183,6 +222,11 @@ class Sweep:
             if self.spec.backend not in PRECOMPILED:
                 return 0
             n = max(1, (os.cpu_count() or 2) - runner.slots)
+        where = main_guard.unguarded_call() if n > 0 else None
+        if where is not None:  # spawned pool processes would run the script's tune() again
+            warnings.warn(main_guard.UNGUARDED.format(where=where, cpus=n),
+                          main_guard.UnguardedScriptWarning, stacklevel=4)
+            return 0
         return max(0, n)
 
     def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
@@ -203,7 +247,7 @@ class Sweep:
             self.on_result(self.progress)
 
     def _sweep(self, strategy: Any, runner: Any, pool: Any, store: Store, key: StoreKey,
-               total: int, t0: float) -> list[Evaluation]:
+               total: int, t0: float, limits: Mapping[str, Any]) -> list[Evaluation]:
         spec, retime = self.spec, self.options.retime
         evals: list[Evaluation] = []
         best: list[StoredResult | None] = [None]
@@ -232,7 +276,8 @@ class Sweep:
                     ready.append((c, None))
             while ready and len(running) < runner.slots * 2:
                 c, static = ready.popleft()
-                running[runner.submit(spec, c, static)] = c
+                race = best[0].median_ms if self.options.race and best[0] is not None else None
+                running[runner.submit(spec, c, static, race_ms=race)] = c
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
             done, _ = cf.wait([*compiling, *running], timeout=0.25,
@@ -241,10 +286,16 @@ class Sweep:
                 if f in compiling:
                     c = compiling.pop(f)
                     static = cloudpickle.loads(f.result()) if f.exception() is None else None
+                    excess = static_excess(static, limits) if static is not None else None
                     if isinstance(static, CompileFailure) and static.diagnostics:
                         result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
                                            status=Status.COMPILE_ERROR, reason=str(static),
                                            diagnostics=tuple(static.diagnostics))
+                        self._record(strategy, store, key, result, evals, total, t0, best)
+                    elif excess is not None:  # known not to launch: no device time spent
+                        result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
+                                           status=Status.OUT_OF_RESOURCES,
+                                           reason=f"[ktune] {excess}", static=static)
                         self._record(strategy, store, key, result, evals, total, t0, best)
                     else:
                         ready.append((c, None if isinstance(static, Exception) else static))
@@ -298,7 +349,8 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
          store: Store | str | Path | None = None,
          workers: int | Sequence[DeviceWorker] | None = None, client: Any = None,
          on_result: Callable[[Progress], None] | None = None, *,
-         options: TuneOptions | None = None, **option_fields: Any) -> TuneReport:
+         options: TuneOptions | None = None, shapes: Sequence[Mapping[str, Any]] | None = None,
+         **option_fields: Any) -> TuneReport | ShapesReport:
     """Sweep ``spec``'s space, store every result, re-time the best and report honestly.
 
     Parameters
@@ -321,6 +373,10 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
         Called with a :class:`Progress` after every evaluation (from the sweep's thread).
     options, option_fields
         A :class:`TuneOptions`, or its fields as keywords (``retime=True``, ``seed=1``).
+    shapes
+        Tune each of these problem shapes (``[dict(M=1024, N=1024, K=1024), ...]``, passed to
+        the inputs function as keywords) and return a :class:`ShapesReport`: the winners side
+        by side and a dispatch table (``.export("triton" | "cpp" | "pallas")``).
 
     Examples
     --------
@@ -329,6 +385,10 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
     >>> print(report.export("triton"))                                  # doctest: +SKIP
     """
     opts = replace(options or TuneOptions(), **option_fields)
+    if shapes is not None:
+        return tune_shapes(lambda one, shape: Sweep(
+            one, strategy, budget, store, workers, client, on_result,
+            replace(opts, shape=shape)).run(), spec, shapes)
     return Sweep(spec, strategy, budget, store, workers, client, on_result, opts).run()
 
 

@@ -1,0 +1,181 @@
+"""Kernels that carry their own ``@triton.autotune`` list: a ktune sweep over that list vs the
+kernel's own autotuner, each from a cold Triton cache, back to back in one process (issue 21).
+
+Entries come from the compatibility corpus (``tests/corpus``: published kernels read from the
+installed packages, e.g. liger-kernel) by id, plus ``matmul`` (the project's bf16 matmul with the
+72-config list of bench/sweep_vs_autotune.py). For each kernel:
+
+1. ktune: ``tune(spec, "exhaustive")`` over the space the decorator declares (verification on,
+   racing, the top 3 re-timed), with the per-phase breakdown (bench/sweep_phases.py);
+2. ``triton.autotune``: the package's own decorated kernel, its cache emptied, called once on
+   the same inputs (as torch tensors on the GPU) with the cell's grid;
+3. autotune's winner timed by ktune's protocol beside ktune's winner (same method).
+
+The device worker's start is measured once, before the first kernel, and stated apart. The
+summary is the median over the kernels of autotune wall / ktune wall (goal: >= 3x).
+
+Examples
+--------
+    python3 bench/corpus_vs_autotune.py --check                         # CPU: resolve entries
+    python3 bench/corpus_vs_autotune.py matmul liger-dyt fla-softmax --out $OUT   # H200
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+
+
+def corpus_entries() -> dict[str, Any]:
+    """The corpus by id ({} when this checkout has no tests/corpus yet)."""
+    try:
+        from corpus.entries import BY_ID
+    except ImportError:
+        return {}
+    return dict(BY_ID)
+
+
+def build(name: str, size: int) -> tuple[Any, Any]:
+    """(KernelSpec, the package's autotuned kernel object or a builder) for ``name``."""
+    import jupyter_ktune
+
+    if name == "matmul":
+        import sweep_vs_autotune as sva
+
+        inputs, reference = sva.make_io(size)
+        spec = jupyter_ktune.parse_cell(
+            "matmul --backend triton --inputs inputs --reference reference --out c "
+            "--budget-ms 10", sva.SPACE + sva.KERNEL, {"inputs": inputs, "reference": reference})
+        return spec, "matmul"
+    entry = corpus_entries()[name]
+    line, body, _changed = entry.cell()
+    if "@triton.autotune" not in body and "autotune" not in entry.construct:
+        raise LookupError(f"{name} carries no autotune list")
+    spec = jupyter_ktune.parse_cell(line, body, {"inputs": entry.inputs,
+                                                 "reference": entry.reference})
+    module, _, fn = entry.ref.rpartition(":")
+    return spec, getattr(importlib.import_module(module), fn)
+
+
+def ktune_side(spec: Any, store: Path) -> dict:
+    import sweep_phases
+
+    from jupyter_ktune.tune import tune
+
+    t0 = time.perf_counter()
+    report = tune(spec, "exhaustive", store=store, top_k=3)
+    wall = time.perf_counter() - t0
+    best = report.best
+    return {"wall_s": wall, "configs": report.valid_configs, "counts": dict(report.counts),
+            "winner": dict(best.config) if best else None,
+            "winner_ms": best.median_ms if best else None,
+            "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
+            "phases_s": sweep_phases.breakdown(report, wall)}
+
+
+def autotune_side(spec: Any, kernel: Any, size: int) -> dict:
+    """The kernel's own autotuner, its cache emptied, first call timed."""
+    import numpy as np
+    import torch
+
+    if kernel == "matmul":
+        import sweep_vs_autotune as sva
+
+        return sva.triton_autotune(size)
+    args = {k: torch.from_numpy(np.ascontiguousarray(v)).cuda() if isinstance(v, np.ndarray)
+            else v for k, v in spec.inputs().items()}
+    env = {k: (v.shape[0] if hasattr(v, "shape") and v.ndim else v) for k, v in args.items()}
+    grid_value = spec.grid(env) if spec.grid is not None else (1,)
+
+    def grid(meta: dict) -> Any:
+        return grid_value(meta) if callable(grid_value) else spec.grid({**env, **meta})
+
+    kernel.cache = {}
+    names = list(kernel.fn.arg_names)
+    call = {k: v for k, v in args.items() if k in names}
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    kernel[grid](**call)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    best = kernel.best_config
+    winner = dict(best.kwargs) | {"num_warps": best.num_warps, "num_stages": best.num_stages}
+    return {"wall_s": wall, "configs": len(kernel.configs), "winner": winner}
+
+
+def same_method(spec: Any, winner: dict) -> float | None:
+    """autotune's winner timed by ktune's protocol (None: not in ktune's space)."""
+    from jupyter_ktune.api import run_kernel
+
+    try:
+        config = spec.space.config({k: v for k, v in winner.items() if k in spec.space.names})
+    except Exception:  # noqa: BLE001 - a winner outside the declared space
+        return None
+    r = run_kernel(spec.with_options(budget_ms=spec.options.budget_ms * 5), config)
+    return r.measurement.timing.median_ms if r.measurement else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="corpus ids and/or 'matmul' (default: matmul and "
+                    "every corpus entry that carries an autotune list)")
+    ap.add_argument("--size", type=int, default=4096, help="the matmul's M = N = K")
+    ap.add_argument("--check", action="store_true", help="CPU: build every spec, no GPU")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    corpus = corpus_entries()
+    names = a.names or ["matmul"] + [i for i, e in corpus.items()
+                                     if e.backend == "triton" and "autotune" in e.construct]
+    if a.check:
+        for n in names:
+            try:
+                spec, _k = build(n, 256)
+                print(f"{n}: {spec.space.size} configs in the space; grid "
+                      f"{spec.grid.text if spec.grid else '-'}")
+            except Exception as exc:  # noqa: BLE001 - a plan, not a verdict
+                print(f"{n}: cannot build yet ({type(exc).__name__}: {str(exc)[:120]})")
+        return 0
+    import sweep_phases
+
+    tmp = Path(tempfile.mkdtemp(prefix="ktune-corpus-"))
+    os.environ["TRITON_CACHE_DIR"] = str(tmp / "ktune-cache")  # the worker's: cold
+    out: dict[str, Any] = {"worker_start_s": sweep_phases.start_worker("triton"), "kernels": {}}
+    print(f"worker start {out['worker_start_s']:.1f} s (once, apart)", flush=True)
+    for n in names:
+        row: dict[str, Any] = {}
+        try:
+            spec, kernel = build(n, a.size)
+            row["ktune"] = ktune_side(spec, tmp / f"{n}.sqlite")
+            os.environ["TRITON_CACHE_DIR"] = str(tmp / f"autotune-cache-{n}")  # cold, ours
+            row["autotune"] = autotune_side(spec, kernel, a.size)
+            row["autotune_winner_by_ktune_ms"] = same_method(spec, row["autotune"]["winner"])
+            row["ratio"] = row["autotune"]["wall_s"] / row["ktune"]["wall_s"]
+        except Exception as exc:  # noqa: BLE001 - one kernel's failure is a finding
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        out["kernels"][n] = row
+        print(n, json.dumps(row, default=str)[:1500], flush=True)
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))
+    ratios = [r["ratio"] for r in out["kernels"].values() if "ratio" in r]
+    out["median_ratio"] = statistics.median(ratios) if ratios else None
+    print(f"median autotune wall / ktune wall over {len(ratios)} kernels: "
+          f"{out['median_ratio']} (goal >= 3); worker start {out['worker_start_s']:.1f} s apart")
+    if a.out:
+        (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

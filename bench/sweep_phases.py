@@ -1,0 +1,39 @@
+"""Where a sweep's wall time went: the per-phase breakdown every sweep benchmark prints.
+
+The worker reports, per config, the ms it spent in each phase of ``run_variant`` (inputs,
+reference, bind, verify, time); summed over the sweep and set beside the sweep's wall time,
+the rest is compile, queueing and the host's side (``other``). The first input set and its
+reference are drawn in a request of their own (``prepare``), and the worker's start is measured
+apart by the caller (``worker_start_s``), so neither hides inside a config.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def start_worker(backend: str) -> float:
+    """Start (or find) the process's device worker; return the seconds it took."""
+    from jupyter_ktune.runner.client import get_worker
+
+    t0 = time.perf_counter()
+    get_worker().device(backend)
+    return time.perf_counter() - t0
+
+
+def breakdown(report: Any, wall_s: float) -> dict[str, float]:
+    """Seconds per phase over a sweep (``report``: a TuneReport), ``other`` = the rest."""
+    out: dict[str, float] = {}
+    for e in [*report.evaluations]:
+        for k, v in e.result.extra.get("phases_ms", {}).items():
+            out[k] = out.get(k, 0.0) + v / 1e3
+    prep = report.info.get("prepare_ms") or {}
+    out["prepare"] = sum(prep.values()) / 1e3
+    out["other (compile, queue, host)"] = max(wall_s - sum(out.values()), 0.0)
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def text(phases: dict[str, float]) -> str:
+    """``inputs 0.8 s · reference 0.0 s · ...``."""
+    return " · ".join(f"{k} {v:.2f} s" for k, v in phases.items())

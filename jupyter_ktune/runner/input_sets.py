@@ -1,0 +1,175 @@
+"""The worker's input sets: one kept per cell with its reference outputs, the next drawn ahead.
+
+A new variant is checked on the current input set; a set serves at most ``REDRAW_EVERY`` new
+variants before fresh inputs are drawn, so a sweep does not pay for inputs + reference (seconds
+for a large GEMM) on every config. The next set is drawn in a helper process
+(:mod:`~jupyter_ktune.runner.inputs_ahead`), with a host reference run there too, and the first
+one of a sweep in a request of its own (:func:`prepare_inputs`): no config's timeout pays for
+the reference (issue 21). The key of a set (:func:`io_key`) is everything that decides the
+inputs and the expected outputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import time
+from typing import Any
+
+from jupyter_ktune.errors import CellError
+from jupyter_ktune.measure.verify import reference_outputs, zero_inputs
+from jupyter_ktune.measure.verify_device import DeviceReference
+from jupyter_ktune.runner import phases
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.variant_key import code_hash
+
+_last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
+REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
+_ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
+
+
+def last_set(io: str) -> dict[str, Any] | None:
+    """The input set kept for ``io``, if any."""
+    return _last_inputs.get(io)
+
+
+def forget_sets() -> None:
+    """Drop the kept set and the one drawn ahead (after the device context was lost)."""
+    _last_inputs.clear()
+    _ahead.drop()
+
+
+def io_key(spec: KernelSpec) -> str:
+    """What decides the inputs and the expected outputs: code of both functions, outputs."""
+    return "\0".join((spec.source_hash, code_hash(spec.inputs), code_hash(spec.reference),
+                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
+                      repr(spec.options.reduction), code_hash(getattr(spec, "compare", None))))
+
+
+def checked_inputs(spec: KernelSpec, config: Config,
+            drawn: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call the inputs function (or take ``drawn``, a set it made ahead) and check the set."""
+    if spec.inputs is None:
+        raise CellError("no inputs function is given, so the kernel cannot run", line=1,
+                        fix="Add --inputs make_inputs, a function returning a dict of arguments.")
+    if drawn is not None:
+        args = drawn
+    else:
+        try:
+            args = spec.inputs()
+        except Exception as exc:  # noqa: BLE001
+            raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
+                            f"{type(exc).__name__}: {exc}", line=1) from None
+    if not isinstance(args, dict):
+        raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
+                        line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
+    zeros = zero_inputs(args, spec.outputs)
+    if zeros:
+        raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
+                        "indexing (and can even run faster than real data)", line=1,
+                        fix="Fill inputs with random values, e.g. np.random.rand(n).")
+    return args
+
+
+def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
+    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
+    the set is host-only, the next one is started in the helper process at once, with the
+    reference run there too unless it uses a device array API (issue 21).
+
+    Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
+    drawn = _ahead.take_set(io)
+    args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
+    if host_only(args):
+        ref = spec.reference if spec.reference is not None and spec.options.verify else None
+        if ref is not None and uses_device_arrays(ref):
+            ref = None  # on the device, in the worker
+        _ahead.start(io, spec.inputs, ref, spec.outputs)
+    expected = drawn.expected if drawn is not None else None
+    return {"args": args, "expected": expected, "uses": 0,
+            "reference_ms": drawn.reference_ms if drawn is not None else None}
+
+
+def current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict[str, Any]:
+    """The input set this variant is checked on, with its reference outputs.
+
+    A set serves REDRAW_EVERY new variants; then the set drawn ahead is taken, unless the helper
+    is still drawing it (or running a slow reference on it): the current set then serves on, up
+    to 4x as long, so no config waits for the helper.
+    """
+    current = _last_inputs.get(io)
+    stale = current is not None and not reused and current["uses"] >= REDRAW_EVERY
+    if stale and _ahead.waiting(io) and current["uses"] < 4 * REDRAW_EVERY:
+        stale = False
+    if current is None or stale:
+        phases.enter(phases.inputs(spec.inputs))
+        current = draw_inputs(spec, config, io)
+        _last_inputs.clear()
+        _last_inputs[io] = current
+    return current
+
+
+def takes_config(reference: Any) -> bool:
+    """Whether the reference names a ``config`` parameter: outputs whose layout depends on the
+    config (partial sums per block, a chunked scan) need it; ``**kwargs`` alone does not ask."""
+    try:
+        params = inspect.signature(reference).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get("config")
+    return p is not None and p.kind is not inspect.Parameter.VAR_KEYWORD
+
+
+def ensure_expected(spec: KernelSpec, current: dict[str, Any],
+                    config: Config | None = None) -> None:
+    """Run the reference in the worker when the helper did not (the first set, a device array
+    reference, a set drawn in place), once per set, or once per config for a reference that
+    takes the config; upload it for on-device comparison."""
+    per_config = (config is not None and spec.reference is not None
+                  and takes_config(spec.reference))
+    if per_config and current.get("config") != config:
+        current["expected"] = None  # the helper ran it without the config
+        current.pop("on_device", None)
+    if current["expected"] is None and spec.reference is not None and spec.options.verify:
+        phases.enter(phases.reference(spec.reference, current["args"]))
+        current["config"] = config
+        current["expected"] = _expected(spec, current["args"], config if per_config else None)
+    if "on_device" not in current:
+        current["on_device"] = (DeviceReference(current["expected"])
+                                if current["expected"] is not None else None)
+
+
+def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
+    """Worker-side, before a sweep's first config: draw the input set and run the reference on
+    it, in a request of its own (its own time limit), so no config's timeout pays for them.
+
+    Returns the phase times in ms ({"inputs": ..., "reference": ...}).
+    """
+    t0 = time.perf_counter()
+    io = io_key(spec)
+    current = _last_inputs.get(io)
+    if current is None:
+        current = draw_inputs(spec, Config({}), io)
+        _last_inputs.clear()
+        _last_inputs[io] = current
+    t1 = time.perf_counter()
+    ensure_expected(spec, current)
+    return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3}
+
+
+def _expected(spec: KernelSpec, host_args: dict[str, Any],
+              config: Config | None = None) -> dict[str, Any] | None:
+    """The reference's outputs for these inputs (computed on a copy: kernels write in place);
+    a reference that takes ``config`` gets the config's values as the kernel sees them."""
+    if spec.reference is None or not spec.options.verify:
+        return None
+    originals = copy.deepcopy(host_args)
+    if config is not None:
+        originals["config"] = spec.space.py_env(config)
+    try:
+        return reference_outputs(spec.reference(**originals), spec.outputs)
+    except TypeError as exc:
+        raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
+                        f"inputs ({exc})", line=1,
+                        fix="Give it the kernel's argument names, or **kwargs.") from None
