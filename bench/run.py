@@ -117,6 +117,15 @@ REGISTRY: dict[str, Bench] = {
         "fault_injection.py", "--timeout 5 --out {out}", 240,
         "Is every planted fault (crash, hang, wrong kernel, slow reference, Interrupt) given the "
         "right reason, with no result lost, across a sweep, a kill -9 and a resume?"),
+    "gemm_wgmma_vs_cublas": Bench(
+        "gemm_wgmma_vs_cublas.py", "8192 --rounds 15 --json {out}/gemm_wgmma_vs_cublas.json", 300,
+        "Does the CUDA C++ WGMMA + TMA GEMM verify, and reach >= 90% of cuBLAS at 8192^3 bf16?"),
+    "cuda_idioms": Bench(
+        "cuda_idioms.py", "--out {out}", 120,
+        "Do __constant__ memory, a two-stage pipeline and a __half template run and verify?"),
+    "corpus": Bench(
+        "../tests/corpus/run_corpus.py", "--device --json {out}/corpus.json --markdown", 300,
+        "Do the published kernels of the compatibility corpus verify on the device, and how fast?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "

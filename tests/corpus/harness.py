@@ -151,7 +151,9 @@ def _run_once(entry: Entry, line: str, body: str, worker: Any, out: Outcome) -> 
         out.error = "".join(traceback.format_exception(exc))[-3000:]
         return
     out.status, out.reason, out.error = _judge(entry, result)
-    out.detail = {"config": dict(result.config), "device": result.device}
+    out.detail = {"config": dict(result.config), "device": result.device,
+                  "median_ms": result.median_ms,
+                  "method": result.measurement.timing.method if result.measurement else ""}
 
 
 def run_entry(entry: Entry, worker: Any, workarounds: bool = True) -> Outcome:

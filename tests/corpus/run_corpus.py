@@ -98,13 +98,17 @@ def from_json(path: Path) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prepare_environment()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated entry ids")
+    ap.add_argument("--device", action="store_true",
+                    help="run on the GPU where there is one (default: the interpreter, forced)")
     ap.add_argument("--json", type=Path, help="write the outcomes here")
     ap.add_argument("--markdown", action="store_true", help="print the docs table")
     ap.add_argument("--from-json", type=Path, help="redraw from saved outcomes, run nothing")
     args = ap.parse_args(argv)
+    if args.device:
+        os.environ["KTUNE_FORCE_INTERPRET"] = "0"
+    prepare_environment()
     if args.from_json:
         print(markdown(from_json(args.from_json)))
         return 0
