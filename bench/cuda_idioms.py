@@ -126,7 +126,7 @@ CELLS = [
 ]
 
 
-def main() -> None:
+def main() -> int:
     """Run every config of every cell and print/store one row per config."""
     from jupyter_ktune.runner.client import DeviceWorker
     from jupyter_ktune.spec import parse_cell
@@ -147,8 +147,17 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row))
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+        path = args.out / "cuda_idioms.json" if args.out.is_dir() else args.out
+        path.write_text(json.dumps(rows, indent=1))
+    print(f"\n{'kernel':10} {'config':28} {'status':14} {'median':>10}  stages")
+    for row in rows:
+        med = f"{row['median_ms'] * 1e3:8.2f} us" if row["median_ms"] else ""
+        print(f"{row['kernel']:10} {str(row['config']):28} {row['status']:14} {med:>10}  "
+              + ", ".join(f"{s * 1e3:.2f} us" for s in row["stage_ms"] if s))
+    bad = [r for r in rows if r["status"] != "ok"]
+    print("all ok" if not bad else f"{len(bad)} of {len(rows)} not ok")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -237,3 +237,22 @@ def test_nvcc_compiles_the_static_source_of_a_template_kernel(tmp_path):
     assert parse_diagnostics(proc.stderr) == []
     assert (tmp_path / "k.cubin").stat().st_size > 0
     assert b"_Z5scaleILi128ELi2EEvPKfPfjf" in (tmp_path / "k.cubin").read_bytes()
+
+
+def test_outputs_the_kernel_reads_are_updated_in_place_not_poisoned():
+    """``y[i] = f(y[i])`` reads y: a poisoned y would feed NaN into a correct kernel (seen on the
+    H200 with a __half axpy); ``y[i] = 2 * x[i]`` and ``y[i] == ...`` comparisons do not."""
+    from jupyter_ktune.backends.cuda.source import outputs_read_in_place
+    from jupyter_ktune.spec import parse_cell
+
+    axpy = """// ktune: BLOCK in [128]; grid = cdiv(n, BLOCK); block = BLOCK
+__global__ void axpy(float* y, const float* x, float a, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];  // reads y
+}
+"""
+    scale = axpy.replace("a * x[i] + y[i];  // reads y", "a * x[i];  // y[i] + 1 in a comment")
+    acc = axpy.replace("y[i] = a * x[i] + y[i];", "y[i] += a * x[i];")
+    assert outputs_read_in_place(parse_cell("axpy --backend cuda --out y", axpy)) == {"y"}
+    assert outputs_read_in_place(parse_cell("axpy --backend cuda --out y", scale)) == set()
+    assert outputs_read_in_place(parse_cell("axpy --backend cuda --out y", acc)) == {"y"}

@@ -30,13 +30,35 @@ class ConstantSymbol:
     name: str
     line: int
     initialised: bool
+    nbytes: int | None = None  # from the declaration, when its type and sizes are literal
+
+
+#: bytes of the scalar types a ``__constant__`` array is usually declared with
+_TYPE_BYTES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 4, "char": 1,
+               "unsigned char": 1, "signed char": 1, "short": 2, "unsigned short": 2,
+               "long long": 8, "unsigned long long": 8, "__half": 2, "half": 2,
+               "__nv_bfloat16": 2, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2,
+               "int32_t": 4, "uint32_t": 4, "int64_t": 8, "uint64_t": 8, "float2": 8,
+               "float4": 16, "int2": 8, "int4": 16}
+
+
+def declared_bytes(decl: str, dims: str) -> int | None:
+    """Size of ``<decl> name<dims>`` when the type is a known scalar and the sizes literals."""
+    words = [w for w in decl.split() if w not in ("static", "const", "volatile", "__device__")]
+    size = _TYPE_BYTES.get(" ".join(words))
+    for dim in re.findall(r"\[([^\]]*)\]", dims):
+        if size is None or not dim.strip().isdigit():
+            return None
+        size *= int(dim)
+    return size
 
 
 def constant_symbols(spec: KernelSpec, stripped: str) -> tuple[ConstantSymbol, ...]:
     """The ``__constant__`` declarations of the (comment-stripped) cell source."""
     return tuple(ConstantSymbol(m.group("name"),
                                 spec.body_line + stripped.count("\n", 0, m.start()),
-                                m.group("init") is not None)
+                                m.group("init") is not None,
+                                declared_bytes(m.group("decl"), m.group("dims") or ""))
                  for m in _DECL.finditer(stripped))
 
 
@@ -62,7 +84,9 @@ def fill(module: Any, spec: KernelSpec, symbols: tuple[ConstantSymbol, ...],
             continue
         data = np.ascontiguousarray(host_args[sym.name])
         ptr = module.get_global(sym.name)
-        size = getattr(getattr(ptr, "mem", None), "size", data.nbytes)
+        # CuPy's get_global wraps the symbol's address with a size of 0, so the size comes from
+        # the declaration; a declaration whose size is not literal is trusted to fit
+        size = sym.nbytes if sym.nbytes is not None else data.nbytes
         if data.nbytes > size:
             raise CellError(f"input '{sym.name}' has {data.nbytes} bytes, but __constant__ "
                             f"{sym.name} holds {size}", line=sym.line,

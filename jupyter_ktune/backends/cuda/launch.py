@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.cuda.constants import ConstantSymbol, fill
-from jupyter_ktune.backends.cuda.source import SCALAR_TYPES, KernelSignature
+from jupyter_ktune.backends.cuda.source import SCALAR_TYPES, KernelSignature, outputs_read_in_place
 from jupyter_ktune.backends.cuda.templates import NUMPY_OF_CTYPE
 from jupyter_ktune.backends.cuda.tensormap import (
     LibcudaEncoder,
@@ -189,7 +189,10 @@ class CudaBound:
     def poison_outputs(self) -> None:
         """Fill the device outputs with the poison value of their dtype: a fill through an
         integer view on the device; a host array copied over only where no such view exists."""
-        for dev, dtype in self.outputs.values():
+        in_place = outputs_read_in_place(self.variant.spec)
+        for name, (dev, dtype) in self.outputs.items():
+            if name in in_place:  # read by the kernel: it keeps its input values
+                continue
             bits = poison_bits(dtype)
             if bits and dev.dtype.itemsize == bits[0] and dev.flags.c_contiguous:
                 dev.view(f"i{bits[0]}").fill(bits[1])

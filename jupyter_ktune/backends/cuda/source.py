@@ -177,6 +177,25 @@ def _template_params(head: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[
     return tuple(names), tuple(types), defaults
 
 
+def outputs_read_in_place(spec: KernelSpec) -> frozenset[str]:
+    """The ``--out`` arrays the kernel also reads (``y[i] += ...``, ``... = f(y[i])``): they are
+    updated in place, so they keep their input values instead of the poison (a poisoned one
+    would feed NaN into the kernel). An indexing not followed by a plain ``=`` is a read."""
+    src = _strip_comments(spec.source)
+    found = set()
+    for name in spec.outputs:
+        for m in re.finditer(rf"\b{re.escape(name)}\s*\[", src):
+            depth, i = 1, m.end()
+            while i < len(src) and depth:
+                depth += {"[": 1, "]": -1}.get(src[i], 0)
+                i += 1
+            rest = src[i:].lstrip()
+            if not (rest.startswith("=") and not rest.startswith("==")):
+                found.add(name)
+                break
+    return frozenset(found)
+
+
 def parse_signature(spec: KernelSpec) -> KernelSignature:
     """Find ``__global__ void NAME(...)`` in the cell and read its parameters.
 
