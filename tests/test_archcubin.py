@@ -1,7 +1,7 @@
 """``--arch sm_90a`` cells: nvcc builds the cubin that runs, CuPy (faked here) loads it.
 
 The compile is real (nvcc for sm_90a, as the static report runs it); only ``cupy.RawModule``
-is a fake that records the cubin path and the symbol asked for.
+is a fake that records the cubin it was given and the symbol asked for.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= BM; }
 class FakeRawModule:
     """Records what the backend loads."""
 
-    loaded: list[tuple[str, str]] = []
+    loaded: list[tuple[bytes, str]] = []
 
     def __init__(self, path: str):
-        self.path = path
+        self.cubin = Path(path).read_bytes()  # as the driver does: the file may go after loading
 
     def get_function(self, name: str) -> Any:
-        FakeRawModule.loaded.append((self.path, name))
+        FakeRawModule.loaded.append((self.cubin, name))
         return types.SimpleNamespace(num_regs=8)
 
 
@@ -67,7 +67,7 @@ def test_sm90a_variant_loads_nvcc_cubin(backend: CudaBackend, source: str, symbo
     """The variant's function is the cubin's entry for this config, template or extern C."""
     spec = parse_cell("scale --backend cuda --arch sm_90a", source)
     variant = backend.compile(spec, spec.space.config({"BM": 128}))
-    (path, name), = FakeRawModule.loaded
+    (cubin, name), = FakeRawModule.loaded
     assert name == symbol
-    assert Path(path).read_bytes()[:4] == b"\x7fELF"
+    assert cubin[:4] == b"\x7fELF"
     assert variant.module is not None and variant.limits == {"SM_COUNT": 132}
