@@ -81,7 +81,9 @@ LINE = ("scale --backend fake --inputs inputs --reference reference --out y "
 NS = {"inputs": inputs, "reference": reference}
 
 
-def make_spec(src=SRC, timeout=1.0):
+# 2 s: a healthy variant's first run in a fresh worker imports this module (pytest with it),
+# up to ~0.5 s on a loaded 2-core machine; 1 s timed some of them out. Hangs cost 2 s each.
+def make_spec(src=SRC, timeout=2.0):
     return parse_cell(LINE.format(timeout=timeout), src, NS)
 
 
