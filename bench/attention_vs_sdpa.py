@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -29,7 +30,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if importlib.util.find_spec("jupyter_ktune") is None:  # a checkout, nothing installed: use it
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jupyter_ktune.spec import parse_cell  # noqa: E402
 from jupyter_ktune.tune.report import ratio_ci  # noqa: E402

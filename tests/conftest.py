@@ -1,4 +1,17 @@
-"""Shared fixtures: the fake CPU backend registered for the worker, and a worker per module."""
+"""Shared fixtures, and the rule that the tests test the installed package.
+
+A test run imports ``jupyter_ktune`` from an installed wheel (``pip install ".[test]"``), never
+from the checkout: a file missing from the wheel (``include/ktune.cuh``, the labextension) or a
+dependency missing from ``pyproject.toml`` must fail a test, not be found in the source tree. So
+the checkout is kept off every import path: this process's (``python -m pytest`` puts the working
+directory first) and the child interpreters' (the device worker starts with ``python -m``, which
+puts *its* working directory first, so the tests run from a scratch directory). Only ``tests/``
+itself goes on both paths, for the fake backend module.
+
+``KTUNE_TEST_SOURCE=1`` tests the checkout's source instead (a developer's editable install, or
+none): the checkout goes first on both paths. Either way the run stops at once, with one line,
+when the package imported is not the one this mode promises; the header says which one it is.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +21,88 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
+SOURCE = os.environ.get("KTUNE_TEST_SOURCE") == "1"
 
+
+def _is_checkout(entry: str) -> bool:
+    try:
+        return Path(entry or os.getcwd()).resolve() == ROOT  # "" is the working directory
+    except OSError:
+        return False
+
+
+def _path_without_checkout(entries: list[str]) -> list[str]:
+    return [str(TESTS), *([str(ROOT)] if SOURCE else []),
+            *(p for p in entries if p and not _is_checkout(p) and p != str(TESTS))]
+
+
+# Before any test module imports jupyter_ktune (collection imports them after this file).
+sys.path[:] = _path_without_checkout(sys.path)
 # The worker is a separate interpreter: it finds the fake backend through the environment.
+# Session-wide on purpose (every test sees the same), unlike a test module's own settings.
 os.environ["KTUNE_BACKEND_MODULES"] = "fake=ktune_fake_backend"
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(TESTS), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
-sys.path.insert(0, str(TESTS))
+    _path_without_checkout(os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+
+
+def package_origin() -> tuple[Path, Path | None]:
+    """Return where ``jupyter_ktune`` was imported from, and its source tree.
+
+    The tree is the checkout, or the project an editable install points at; None for a wheel.
+    """
+    import jupyter_ktune
+
+    package = Path(jupyter_ktune.__file__).resolve().parent
+    tree = package.parent
+    if ROOT in package.parents or (tree / "pyproject.toml").is_file():
+        return package, tree
+    return package, None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop before collecting anything when the package under test is the wrong one."""
+    package, tree = package_origin()
+    if SOURCE and tree != ROOT:
+        raise pytest.UsageError(
+            f"KTUNE_TEST_SOURCE=1 tests this checkout ({ROOT}), but jupyter_ktune is imported "
+            f"from {package}: unset KTUNE_TEST_SOURCE to test that installed package")
+    if not SOURCE and tree is not None:
+        raise pytest.UsageError(
+            f"jupyter_ktune is imported from the source tree {tree}, not from an installed "
+            f'wheel: install one with pip install ".[test]" (not -e), or set '
+            f"KTUNE_TEST_SOURCE=1 to test the source tree on purpose")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Say which package the run tests."""
+    package, tree = package_origin()
+    return f"jupyter_ktune: {package} ({'KTUNE_TEST_SOURCE=1' if tree else 'installed wheel'})"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_working_directory(tmp_path_factory):
+    """Run every test from an empty directory, not the checkout.
+
+    Child interpreters started with ``-m`` or ``-c`` put their working directory first on their
+    path, and the checkout must not be it. (Default stores, ``./.ktune.sqlite``, land there too.)
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
+
+
+@pytest.fixture(scope="module")
+def triton_interpreter():
+    """Set ``KTUNE_FORCE_INTERPRET=1`` for one module's tests, restored when the module ends.
+
+    The workers and notebook kernels they start inherit it: the Triton interpreter on a GPU
+    machine too, so the tests mean the same thing everywhere.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KTUNE_FORCE_INTERPRET", "1")
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_ktune.backends.cuda.profile import ScopeSampling, fnv31, scope_names, uses_scopes
+from jupyter_ktune.backends.cuda.source import include_dir
 
 FIX = Path(__file__).parent / "fixtures" / "breakdown"
-INCLUDE = Path(__file__).resolve().parents[1] / "jupyter_ktune" / "include"
+INCLUDE = include_dir()  # the installed package's, as the CUDA backend passes it
 NVCC = next((c for c in (shutil.which("nvcc"), "/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc")
              if c and Path(c).is_file()), None)
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found")

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_ktune.backends.cuda.source import include_dir
 from jupyter_ktune.swizzle import grouped_tile, swizzle_index, swizzle_offset
 
-INCLUDE = Path(__file__).resolve().parents[1] / "jupyter_ktune" / "include"
+INCLUDE = include_dir()  # the installed package's, as the CUDA backend passes it
 HEADER = INCLUDE / "ktune.cuh"
 
 

@@ -56,8 +56,10 @@ def test_cuda_cell_on_a_cpu_machine_shows_static_report_and_says_it_cannot_run(i
         pytest.skip("nvcc not installed")
     r = ip.run_cell_magic("kernel", "scale --inputs inputs --reference reference --out y "
                           "--no-panel", CUDA)
-    if r.status is Status.OK:  # a GPU machine
-        assert r.measurement is not None
+    if r.status is Status.OK:  # a GPU machine: verified, timed on the device, the same report
+        assert r.verification.passed and r.measurement.timing.median_ms > 0, r
+        assert r.static.kernel("scale").registers > 0 and r.static.threads_per_block == 128
+        assert "correct" in r._repr_html_() and "median" in r._repr_html_()
         return
     assert r.status is Status.CANNOT_RUN
     assert "cannot run" in r.reason

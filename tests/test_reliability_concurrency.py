@@ -49,9 +49,12 @@ def test_50_changes_in_one_second_end_on_the_last_and_never_show_a_stale_one(wor
     try:
         rng = np.random.default_rng(0)
         order = [int(b) for b in rng.permutation(50)]
+        calls = []  # how long each request() kept the caller (the panel's UI thread)
         t0 = time.perf_counter()
         for i, b in enumerate(order):
+            c0 = time.perf_counter()
             tickets[session.request({"BLOCK": b})] = b
+            calls.append(time.perf_counter() - c0)
             time.sleep(max(0.0, t0 + (i + 1) / 50 - time.perf_counter()))
         burst_s = time.perf_counter() - t0
         assert session.wait_idle(60)
@@ -59,7 +62,10 @@ def test_50_changes_in_one_second_end_on_the_last_and_never_show_a_stale_one(wor
         session.close()
     last_ticket = max(tickets)
     served = session.history
-    assert burst_s < 1.2
+    # request() only hands the config over: one run takes >= 20 ms (--budget-ms), so a request
+    # that waited for a run, or for a lock the running one holds, would show here
+    calls.sort()
+    assert calls[len(calls) // 2] < 0.002 and calls[-3] < 0.015, calls
     # ends showing the last one
     assert shown and shown[-1].ticket == last_ticket
     assert shown[-1].result.config == {"BLOCK": order[-1]}
@@ -69,5 +75,6 @@ def test_50_changes_in_one_second_end_on_the_last_and_never_show_a_stale_one(wor
     assert all(d.result.config == {"BLOCK": tickets[d.ticket]} for d in served)
     # bounded: newest wins, the rest are dropped, not queued
     assert len(served) < 25, len(served)
-    print(f"\n50 requests in {burst_s:.2f} s: {len(served)} served, {len(shown)} shown as current, "
+    print(f"\n50 requests in {burst_s:.2f} s (slowest call {calls[-1] * 1e3:.1f} ms): "
+          f"{len(served)} served, {len(shown)} shown as current, "
           f"last latency {shown[-1].latency_s * 1e3:.0f} ms")

@@ -55,7 +55,10 @@ def test_exhaustive_sweep_stores_everything_and_finds_the_winner(worker, tmp_pat
     assert report.best.config == {"BLOCK": 4, "VEC": 2}
     assert report.counts[Status.WRONG.value] == 1
     assert report.verdict is not None and report.verdict.winner == {"BLOCK": 4, "VEC": 2}
-    assert "faster than" in report.verdict.text() or "not distinguishable" in report.verdict.text()
+    # the runner-up busy-waits 2.8x as long (cost ~ (1 + distance) ** 1.5): a clear win, said so
+    assert report.verdict.runner_up == {"BLOCK": 4, "VEC": 1}
+    assert report.verdict.significant and report.verdict.lo > 1.5, report.verdict.text()
+    assert "winner BLOCK=4" in report.verdict.text() and "faster than" in report.verdict.text()
     assert [p.done for p in seen if p.stage == "sweep"] == list(range(1, len(valid) + 1))
     assert seen[-1].stage == "final" and seen[-1].best is not None
     with Store(tmp_path) as store:

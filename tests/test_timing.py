@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -106,10 +108,17 @@ def test_graph_figure_only_for_tiny_kernels():
     assert time_kernel(big.launch, big, TimingPlan(budget_ms=5)).graph_ms is None
 
 
-def test_host_launch_cost_is_labelled_separately():
+def test_host_launch_cost_is_the_host_time_of_the_call_not_the_kernel_time():
     t = FakeTimer(kernel_ms=0.2)
-    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=5))
-    assert timing.host_launch_us is not None and timing.host_launch_us >= 0
+
+    def slow_enqueue():  # the launch call itself takes 3 ms of host time
+        time.sleep(0.003)
+        t.launch()
+
+    slow = time_kernel(slow_enqueue, t, TimingPlan(budget_ms=5, max_runs=10)).host_launch_us
+    assert slow is not None and 3000 <= slow < 30000, slow
+    fast = time_kernel(t.launch, t, TimingPlan(budget_ms=5)).host_launch_us
+    assert fast is not None and fast < 1000 < slow, (fast, slow)  # not the 200 us kernel time
 
 
 def test_cupti_records_are_grouped_per_run_and_exclude_the_flush():

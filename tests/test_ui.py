@@ -39,9 +39,9 @@ def _free_port() -> int:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    # the server and its kernels: this interpreter's jupyter, and this checkout importable
+    # the server and its kernels: this interpreter's jupyter and the package under test (the
+    # installed one; conftest.py puts the checkout on PYTHONPATH only for KTUNE_TEST_SOURCE=1)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
     env["YARN_ENABLE_IMMUTABLE_INSTALLS"] = "false"
     env.pop("CI", None)  # keep Playwright's list reporter and Yarn's non-immutable install
@@ -66,8 +66,11 @@ def test_jest_unit_tests():
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent (apt-get install chromium)")
 def test_browser():
     """Highlighting, compile-error marks and the gutter, in JupyterLab in chromium."""
-    if not (ROOT / "jupyter_ktune" / "labextension" / "package.json").exists():
-        pytest.fail("the labextension is not built: run `pip install .` or `jlpm build:prod`")
+    from jupyter_core.paths import jupyter_path
+
+    if not any((Path(p) / "jupyter-ktune" / "package.json").is_file()
+               for p in jupyter_path("labextensions")):
+        pytest.fail("the labextension is not installed: run `pip install .`")
     env = _env()
     env["KTUNE_UI_PORT"] = str(_free_port())
     if not (UI / "node_modules" / "@jupyterlab" / "galata").exists():

@@ -5,19 +5,17 @@ and --rtol/--atol and --compare change the rule and say so.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+from test_triton import MATMUL
 
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from test_triton import MATMUL
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")
-os.environ["KTUNE_FORCE_INTERPRET"] = "1"
+pytestmark = pytest.mark.usefixtures("triton_interpreter")
 
 M = N = 64
 K = 8192
