@@ -77,7 +77,9 @@ def ktune_side(spec: Any, store: Path) -> dict:
     report = tune(spec, "exhaustive", store=store, top_k=3)
     wall = time.perf_counter() - t0
     best = report.best
+    failed = [e.result for e in report.evaluations if e.result.status.value != "ok"]
     return {"wall_s": wall, "configs": report.valid_configs, "counts": dict(report.counts),
+            "first_failure": failed[0].reason[:400] if failed else None,
             "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None,
             "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
@@ -96,10 +98,14 @@ def autotune_side(spec: Any, kernel: Any, size: int) -> dict:
     args = {k: torch.from_numpy(np.ascontiguousarray(v)).cuda() if isinstance(v, np.ndarray)
             else v for k, v in spec.inputs().items()}
     env = {k: (v.shape[0] if hasattr(v, "shape") and v.ndim else v) for k, v in args.items()}
-    grid_value = spec.grid(env) if spec.grid is not None else (1,)
+    # a ``lambda META:`` grid needs the config's values: evaluated per call, in grid() below
+    grid_value = (None if spec.grid is None or "META" in spec.grid.text or "meta" in spec.grid.text
+                  else spec.grid(env))
 
     def grid(meta: dict) -> Any:
-        return grid_value(meta) if callable(grid_value) else spec.grid({**env, **meta})
+        if spec.grid is None:
+            return (1,)
+        return grid_value if grid_value is not None else spec.grid({**env, **meta})
 
     kernel.cache = {}
     names = list(kernel.fn.arg_names)
