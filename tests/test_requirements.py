@@ -66,6 +66,8 @@ def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):
         raise ModuleNotFoundError("No module named 'triton'", name="triton")
 
     monkeypatch.setattr(tb, "load_module", no_triton)
-    spec = type("S", (), {"source": "", "name": "k", "body_line": 2})()
+    from jupyter_ktune.spec import parse_cell
+
+    spec = parse_cell("k --backend triton", "@triton.jit\ndef k(x):\n    pass\n")
     with pytest.raises(CannotRun, match="pip install triton"):
         tb.BACKEND._module(spec)

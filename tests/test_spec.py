@@ -9,7 +9,8 @@ is line 2), source_hash and with_options.
 import pytest
 
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import RunOptions, parse_cell, parse_values
+from jupyter_ktune.directives import parse_values
+from jupyter_ktune.spec import RunOptions, parse_cell
 
 BODY = """\
 // ktune: BLOCK in [64, 128, 256]; SWIZZLE in [none, 32B, 128B]

@@ -141,12 +141,32 @@ def test_call_runs_in_another_process_and_errors_come_back():
         assert w.call(lambda: 41 + 1) == 42
 
 
-def test_worker_never_imports_device_libraries_in_the_notebook_process(worker):
+def test_worker_never_imports_device_libraries_in_the_notebook_process(tmp_path):
+    """A fresh process stands for the notebook (this test process has imported JAX for the
+    in-process Pallas tests): running a variant there imports no device library."""
+    import subprocess
     import sys
 
-    s = spec(GOOD)
-    worker.run(s, s.space.default())
-    assert "cupy" not in sys.modules and "jax" not in sys.modules
+    script = tmp_path / "notebook.py"
+    script.write_text(
+        "import sys\n"
+        "import numpy as np\n"
+        "from jupyter_ktune.runner.client import DeviceWorker\n"
+        "from jupyter_ktune.spec import parse_cell\n"
+        "def inputs():\n"
+        "    x = np.random.rand(64).astype(np.float32)\n"
+        "    return dict(x=x, y=np.empty_like(x), n=64)\n"
+        "def reference(x, y, n):\n"
+        "    return 2 * x\n"
+        f"s = parse_cell({LINE!r}, {GOOD!r}, dict(inputs=inputs, reference=reference))\n"
+        "with DeviceWorker() as w:\n"
+        "    r = w.run(s, s.space.default())\n"
+        "print(r.status.value, sorted(m for m in ('cupy', 'jax', 'torch', 'triton')\n"
+        "                            if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "ok []", out.stdout
 
 
 def test_compile_request_caches_without_running(worker):

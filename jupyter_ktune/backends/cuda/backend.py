@@ -80,8 +80,8 @@ class CudaBackend:
         try:
             import cupy
         except ImportError:
-            return DeviceInfo(False, "no CuPy", reason=missing_reason("cupy")
-                              + " The static report still works without it.")
+            return DeviceInfo(False, "no CuPy", reason="CUDA C++ cannot run here: "
+                              + missing_reason("cupy"))
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # noqa: BLE001 - no driver / no device

@@ -1,0 +1,176 @@
+"""The ``ktune:`` directives of a cell body: tunables, launch expressions, constraints.
+
+``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK); require BLOCK <= 1024`` (``#`` in Python
+cells). :func:`parse_directives` collects them into :class:`Directives`, which
+:func:`jupyter_ktune.spec.parse_cell` freezes into a KernelSpec together with the magic line.
+Errors name the cell line and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_ktune.errors import CellError
+from jupyter_ktune.space import Constraint, Param, compile_expr, eval_expr
+
+_DIRECTIVE = re.compile(r"^\s*(?P<comment>//|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
+_LAMBDA = re.compile(r"^lambda\s+(?P<meta>[A-Za-z_]\w*)\s*:\s*(?P<body>.+)$", re.S)
+_IN_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+(?P<values>.+)$")
+_ASSIGN_STMT = re.compile(r"^(?P<key>grid|block|smem|flops|bytes)\s*=\s*(?P<expr>.+)$")
+_REQUIRE_STMT = re.compile(r"^require\s+(?P<expr>.+)$")
+_INCLUDE_STMT = re.compile(r"^include(?:\s*=\s*|\s+)(?P<path>\S.*)$")
+# CUDA C++ only: a type for a template type parameter (``T = float``) or the kernel pipeline
+_TYPE_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<ctype>[A-Za-z_][\w:<> ,]*\**)$")
+_PIPELINE_STMT = re.compile(r"^pipeline\s*=\s*(?P<stages>\[.*\])$")
+_DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
+                   "'NAME in range(1, 5)', "
+                   "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
+                   "'require EXPR'; CUDA C++: 'include DIR' (or package:folder), "
+                   "'T = float' (a template type), 'pipeline = [k1(grid=..., block=...), ...]'.")
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A Python expression from the cell (grid, block, flops ...) with its cell line."""
+
+    text: str
+    line: int | None = None
+    what: str = "expression"
+    comment: str = "//"  # the cell's directive comment, for the fix of an unknown name
+    _code: Any = field(default=None, compare=False, repr=False)
+    _meta: str | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        body = self.text
+        m = _LAMBDA.match(body.strip())
+        if m:  # a Triton grid: lambda META: (triton.cdiv(n, META["BLOCK"]),)
+            object.__setattr__(self, "_meta", m.group("meta"))
+            body = m.group("body")
+        object.__setattr__(self, "_code", compile_expr(body, self.line, self.what))
+
+    def __call__(self, env: Mapping[str, Any]) -> Any:
+        """Evaluate over ``env`` (parameters as C++ integers, scalar inputs, arrays); a
+        ``lambda META:`` expression sees the same names as ``META[...]`` too."""
+        if self._meta is not None:
+            env = {**env, self._meta: dict(env)}
+        return eval_expr(self._code, env, self.text, self.line, self.comment)
+
+
+MAX_VALUES = 4096  # values of one tunable
+
+
+def _fits(values: range) -> bool:
+    """Whether a range is short enough to list (len() itself overflows past 2**63)."""
+    try:
+        return len(values) <= MAX_VALUES
+    except OverflowError:
+        return False
+
+
+def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...]:
+    """Parse ``[64, 128]``, ``[none, 64B]``, ``pow2(16, 256)`` or ``range(1, 5)``."""
+    text = text.strip()
+    m = re.match(r"^(pow2|range)\s*\((.*)\)$", text)
+    if m:
+        try:
+            nums = [int(x, 0) for x in m.group(2).split(",")]
+        except ValueError:
+            raise CellError(f"{m.group(1)}() takes integers, got '{m.group(2)}'", line=line,
+                            fix=f"Write {name} in {m.group(1)}(16, 256).") from None
+        if m.group(1) == "range":
+            if not 1 <= len(nums) <= 3:
+                raise CellError(f"range() takes 1 to 3 integers, got {len(nums)}", line=line,
+                                fix=f"Write {name} in range(1, 5).")
+            if len(nums) == 3 and nums[2] == 0:
+                raise CellError("range() step must not be zero", line=line,
+                                fix=f"Write {name} in range(1, 5).")
+            values = range(*nums)
+            if not _fits(values):  # range(0, 10**9) would fill the memory (issue 9)
+                raise CellError(f"range({m.group(2).strip()}) has more values than a slider or "
+                                f"a sweep can use ({MAX_VALUES})", line=line,
+                                fix=f"Write {name} in pow2(...) or a shorter range.")
+            return tuple(values)
+        if len(nums) != 2:
+            raise CellError(f"pow2() takes 2 integers (lowest, highest), got {len(nums)}",
+                            line=line, fix=f"Write {name} in pow2(16, 256).")
+        lo, hi = nums
+        if lo <= 0 or lo & (lo - 1) or hi & (hi - 1) or hi < lo:
+            raise CellError(f"pow2({lo}, {hi}) needs powers of two with lo <= hi", line=line)
+        return tuple(1 << k for k in range(lo.bit_length() - 1, hi.bit_length()))
+    if not (text.startswith("[") and text.endswith("]")):
+        raise CellError(f"cannot read the values of {name}: '{text}'", line=line,
+                        fix=f"Write: {name} in [64, 128, 256].")
+    out: list[int | str] = []
+    for item in text[1:-1].split(","):
+        item = item.strip().strip("'\"")
+        if not item:
+            continue
+        try:
+            out.append(int(item, 0))
+        except ValueError:
+            out.append(item)
+    return tuple(out)
+
+
+@dataclass
+class Directives:
+    """Mutable collector used while parsing; frozen into a KernelSpec at the end."""
+
+    params: dict[str, Param] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+    exprs: dict[str, Expr] = field(default_factory=dict)
+    includes: list[tuple[str, int | None]] = field(default_factory=list)
+    types: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    pipeline: tuple[str, int | None] | None = None
+
+
+def add_statement(stmt: str, line: int | None, draft: Directives, comment: str = "//") -> None:
+    if m := _IN_STMT.match(stmt):
+        name = m.group("name")
+        if name in draft.params:
+            raise CellError(f"parameter {name} is declared twice", line=line,
+                            fix="Keep one declaration.")
+        draft.params[name] = Param(name, parse_values(m.group("values"), line, name), line)
+    elif m := _ASSIGN_STMT.match(stmt):
+        key = m.group("key")
+        draft.exprs[key] = Expr(m.group("expr"), line, key, comment)
+    elif m := _REQUIRE_STMT.match(stmt):
+        draft.constraints.append(Constraint(m.group("expr"), line, comment=comment))
+    elif m := _INCLUDE_STMT.match(stmt):
+        draft.includes.append((m.group("path").strip().strip("'\""), line))
+    elif m := _PIPELINE_STMT.match(stmt):
+        draft.pipeline = (m.group("stages"), line)
+    elif m := _TYPE_STMT.match(stmt):
+        draft.types[m.group("name")] = (m.group("ctype").strip(), line)
+    else:
+        raise CellError(f"cannot read the ktune directive '{stmt}'", line=line, fix=_DIRECTIVE_HELP)
+
+
+def parse_directives(body: str, body_line: int = 2) -> Directives:
+    """Collect ``ktune:`` statements from the cell body (``;`` separates statements)."""
+    draft = Directives()
+    for i, text in enumerate(body.splitlines()):
+        m = _DIRECTIVE.match(text)
+        if not m:
+            continue
+        for stmt in split_statements(m.group("body")):
+            add_statement(stmt, body_line + i, draft, m.group("comment"))
+    return draft
+
+
+def split_statements(text: str) -> list[str]:
+    """Split on ``;`` outside brackets, so ``grid = (a, b); block = 128`` works."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == ";" and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return [s for s in out if s]
