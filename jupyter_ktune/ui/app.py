@@ -18,7 +18,6 @@ from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import gridplot
-from jupyter_bokeh.widgets import BokehModel
 
 from jupyter_ktune.render import run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
@@ -27,6 +26,7 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
+from jupyter_ktune.ui.live_bokeh import LiveBokehModel
 from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
 
 _SWIZZLE_NAMES = ("SWIZZLE", "SWIZZLE_MODE", "SMEM_SWIZZLE")
@@ -86,7 +86,7 @@ class KernelPanel:
         self.swizzle_mode.observe(lambda c: self.swizzle.show(c["new"]), names="value")
         self.swizzle.show(self.swizzle_mode.value)
         figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig, self.swizzle.fig]
-        self.plots = BokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
+        self.plots = LiveBokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
                                          toolbar_location=None))
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
@@ -146,6 +146,7 @@ class KernelPanel:
 
     # -- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        self.plots.displayed()  # views made for this output start from the current data
         bundle = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
         snapshot = run_result_html(self.current) if self.current else "<i>ktune panel</i>"
         bundle.setdefault("text/html", snapshot)
