@@ -75,7 +75,7 @@ def run_ktune(store: Path) -> dict:
                                 on_result=lambda p: print(p.text(), flush=True))
     wall = time.perf_counter() - t0
     best = report.best
-    return {"wall_s": wall, "configs": report.valid_configs, "counts": report.counts(),
+    return {"wall_s": wall, "configs": report.valid_configs, "counts": report.counts,
             "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None,
             "verdict": report.verdict.text() if report.verdict else None,

@@ -94,7 +94,7 @@ def ktune_sweep(size: int, store: Path, budget_ms: float, strategy: str = "exhau
     best = report.best
     return {"strategy": strategy, "budget": budget, "wall_s": wall, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
             "time_to_best_s": report.time_to_best_s, "configs": report.valid_configs,
-            "counts": report.counts(), "winner": dict(best.config) if best else None,
+            "counts": report.counts, "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None, "verdict": report.verdict.text()
             if report.verdict else None, "info": dict(report.info),
             "ranked": [(dict(r.config), r.median_ms) for r in report.ranked[:10]]}

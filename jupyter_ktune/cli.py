@@ -134,8 +134,10 @@ def _tune(args: argparse.Namespace) -> int:
     spec = load_kernel_file(args.file, args.setup)
 
     def progress(p: Any) -> None:
-        if not args.quiet:
-            print(f"[{p.done}/{p.total}] {p.result.config.label()}: {p.result.status.value}"
+        if not args.quiet:  # the re-timing counts its own steps, not the sweep's last one again
+            step = (f"re-timing {p.retimed[0]}/{p.retimed[1]}" if p.stage == "final"
+                    else f"{p.done}/{p.total}")
+            print(f"[{step}] {p.result.config.label()}: {p.result.status.value}"
                   + (f" {p.result.median_ms * 1e3:.2f} us" if p.result.median_ms else "")
                   + (" (stored)" if p.cached else ""), file=sys.stderr)
 

@@ -77,23 +77,27 @@ class KtuneMagics(Magics):
     def kernel(self, line: str, cell: str) -> Any:
         """Compile, verify and time the kernel in this cell; returns its live panel.
 
-        The panel (``_``) has ``.result``, the current RunResult; with ``--no-panel``, or when
-        the cell declares no tunables, the RunResult itself is returned.
+        The panel has ``.result`` (the current RunResult), ``.history`` and ``.tune()``; with
+        ``--no-panel``, or when the cell declares no tunables, the RunResult itself is returned.
+        ``-o NAME`` (or ``--name NAME``) also stores what is returned in the notebook variable
+        ``NAME``, as ``%%timeit -o`` does, so the next cell can read ``NAME.result``.
 
-        ``%%kernel NAME --backend cuda --inputs FN --reference FN --out y [--param P=v1,v2]
-        [--config P=v] [--grid EXPR] [--block EXPR] [--smem EXPR] [--flops EXPR] [--bytes EXPR]
-        [--warm-cache] [--budget-ms MS] [--timeout S] [--arch sm_90] [--rtol R] [--atol A]
-        [--no-verify] [--static-only] [--no-panel]``. The body may declare the space with
-        ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
+        ``%%kernel KERNEL --backend cuda --inputs FN --reference FN --out y [-o NAME]
+        [--param P=v1,v2] [--config P=v] [--grid EXPR] [--block EXPR] [--smem EXPR]
+        [--flops EXPR] [--bytes EXPR] [--warm-cache] [--budget-ms MS] [--timeout S]
+        [--arch sm_90] [--rtol R] [--atol A] [--no-verify] [--static-only] [--no-panel]``.
+        The body may declare the space with ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
         """
         try:
             spec = parse_cell(line, cell, self.shell.user_ns)
             if spec.options.panel and spec.space.params:
-                panel = _panel(spec)
-                show_editor_marks(panel.result)  # compiler messages as marks in this cell
-                return panel
-            result = run_kernel(spec)
+                out = _panel(spec)
+                show_editor_marks(out.result)  # compiler messages as marks in this cell
+            else:
+                out = run_kernel(spec)
+                show_editor_marks(out)  # compiler messages as marks in this cell's editor
         except KtuneError as exc:
             raise UsageError(str(exc)) from None
-        show_editor_marks(result)  # compiler messages as marks in this cell's editor
-        return result
+        if spec.options.result_name:
+            self.shell.user_ns[spec.options.result_name] = out
+        return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import keyword
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -72,6 +73,7 @@ class RunOptions:
     atol: float | None = None
     static_only: bool = False
     panel: bool = True
+    result_name: str | None = None  # notebook variable for the panel / result (-o, --name)
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ def _line_parser() -> _ArgParser:
     p.add_argument("--backend", "-b", default="cuda")
     p.add_argument("--inputs", "-i", help="function returning a dict of the kernel's arguments")
     p.add_argument("--reference", "-r", help="function computing the correct outputs")
-    p.add_argument("--out", "-o", default="", help="comma-separated output argument names")
+    p.add_argument("--out", default="", help="comma-separated output argument names")
     p.add_argument("--param", "-p", action="append", default=[], help="NAME=v1,v2,...")
     p.add_argument("--config", "-c", action="append", default=[], help="NAME=value to start at")
     for key in ("grid", "block", "smem", "flops", "bytes"):
@@ -249,6 +251,8 @@ def _line_parser() -> _ArgParser:
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--static-only", action="store_true")
     p.add_argument("--no-panel", action="store_true", help="return the RunResult, no controls")
+    p.add_argument("-o", "--name", dest="result_name", metavar="VAR",
+                   help="also store the panel (or RunResult) in this notebook variable")
     return p
 
 
@@ -263,6 +267,14 @@ def _lookup(namespace: Mapping[str, Any], name: str | None, flag: str) -> Callab
         raise CellError(f"{flag} {name} is a {type(obj).__name__}, not a function", line=1,
                         fix=f"Pass a function: def {name}(): return dict(...)")
     return obj
+
+
+def _variable(name: str | None) -> str | None:
+    """Check the ``-o``/``--name`` variable: a Python identifier that is not a keyword."""
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise CellError(f"-o/--name {name!r} is not a Python variable name", line=1,
+                        fix="Write -o NAME, e.g. -o scale_panel.")
+    return name
 
 
 def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
@@ -311,7 +323,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     options = RunOptions(verify=not args.no_verify, warm_cache=args.warm_cache,
                          budget_ms=args.budget_ms, timeout_s=args.timeout, arch=args.arch,
                          rtol=args.rtol, atol=args.atol, static_only=args.static_only,
-                         panel=not args.no_panel)
+                         panel=not args.no_panel, result_name=_variable(args.result_name))
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
     reference = _lookup(namespace, args.reference, "--reference")
     if reference is not None and not outputs:

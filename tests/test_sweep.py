@@ -53,7 +53,7 @@ def test_exhaustive_sweep_stores_everything_and_finds_the_winner(worker, tmp_pat
     valid = list(spec.space.configs({"SMEM_PER_BLOCK": 1000}))
     assert report.valid_configs == len(valid) == len(report.evaluations)
     assert report.best.config == {"BLOCK": 4, "VEC": 2}
-    assert report.counts()[Status.WRONG.value] == 1
+    assert report.counts[Status.WRONG.value] == 1
     assert report.verdict is not None and report.verdict.winner == {"BLOCK": 4, "VEC": 2}
     assert "faster than" in report.verdict.text() or "not distinguishable" in report.verdict.text()
     assert [p.done for p in seen if p.stage == "sweep"] == list(range(1, len(valid) + 1))

@@ -3,11 +3,16 @@
 The winner is only called faster than the runner-up when the 95% bootstrap confidence interval of
 the ratio of their medians (runner-up / winner, resampling the stored per-run times, seeded) lies
 wholly above 1. Otherwise the report says the two are not distinguishable.
+
+Host time under an interpreter (the Triton interpreter, Pallas interpret mode) runs the same
+program whatever the GPU launch options say (:data:`LAUNCH_OPTIONS`): configs that differ only in
+them are never ranked against each other (issue 16), and the verdict says so and why.
 """
 
 from __future__ import annotations
 
 import html
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,9 +46,38 @@ def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.
     return float(np.median(b) / np.median(a)), float(lo), float(hi)
 
 
+#: GPU launch options (warps, pipeline stages, CTAs per cluster, register cap) as the backends
+#: name them in a config: they change how a GPU runs a kernel, never what an interpreter runs.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def interpreter_of(method: str) -> str | None:
+    """Return the interpreter a timing method names (``"Triton interpreter"``), else None.
+
+    Examples
+    --------
+    >>> interpreter_of("Triton interpreter, host time (not GPU time)")
+    'Triton interpreter'
+    >>> interpreter_of("CUDA events, L2 flushed") is None
+    True
+    """
+    if "host time" in method and "interpret" in method.lower():
+        return method.split(",")[0].strip()
+    return None
+
+
+def _without(config: Config, names: Sequence[str]) -> Config:
+    return Config({k: v for k, v in config.items() if k not in names})
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """Winner against runner-up after the re-timing."""
+    """Winner against runner-up after the re-timing.
+
+    Under an interpreter, ``inert`` names the launch options the candidates differ in and
+    ``twins`` the candidates that differ from the winner only in them: no winner is declared
+    among those, and the runner-up is the fastest candidate that runs a different program.
+    """
 
     winner: Config
     runner_up: Config | None
@@ -51,30 +85,68 @@ class Verdict:
     lo: float | None = None
     hi: float | None = None
     significant: bool = False
+    interpreter: str = ""
+    inert: tuple[str, ...] = ()
+    twins: tuple[Config, ...] = ()
+
+    @property
+    def why(self) -> str:
+        """Why configs that differ only in launch options were not ranked ('' when ranked)."""
+        if not self.inert:
+            return ""
+        return (f"host time under the {self.interpreter}: {'/'.join(self.inert)} do not change "
+                "what runs; no winner declared among configs that differ only in them")
 
     def text(self) -> str:
-        """One sentence: faster by a% [lo, hi] 95% CI, or not distinguishable."""
-        w = self.winner.label()
+        """One sentence: faster by a% [lo, hi] 95% CI, not distinguishable, or not ranked."""
+        w = _without(self.winner, self.inert).label() or "the winner's program"
+        tail = f"; {self.why}" if self.why else ""
         if self.runner_up is None or self.ratio is None:
-            return f"winner {w} (no runner-up to compare)"
-        r = self.runner_up.label()
+            if self.twins:
+                same = ", ".join(c.label() for c in (self.winner, *self.twins))
+                return f"no winner declared among {same}: {self.why}"
+            return f"winner {w} (no runner-up to compare){tail}"
+        r = _without(self.runner_up, self.inert).label()
         lo, hi = (self.lo or 1.0) - 1, (self.hi or 1.0) - 1
         pct = f"{(self.ratio - 1) * 100:.1f}% [{lo * 100:.1f}, {hi * 100:.1f}]"
         if self.significant:
-            return f"winner {w}, faster than {r} by {pct} 95% CI"
+            return f"winner {w}, faster than {r} by {pct} 95% CI{tail}"
         return (f"winner {w} and runner-up {r} are not distinguishable "
-                f"(difference {pct} 95% CI includes 0)")
+                f"(difference {pct} 95% CI includes 0){tail}")
 
 
 def decide(final: Sequence[StoredResult], seed: int = 0) -> Verdict | None:
-    """Order re-timed candidates by median and compare the first two."""
+    """Order re-timed candidates by median and compare the winner with the runner-up.
+
+    Under an interpreter the runner-up is the fastest candidate that differs from the winner in
+    more than launch options; the ones that differ only in them are listed as its twins.
+    """
     ok = sorted((r for r in final if r.ok), key=lambda r: (r.median_ms, r.config.key()))
     if not ok:
         return None
-    if len(ok) == 1:
-        return Verdict(ok[0].config, None)
-    ratio, lo, hi = ratio_ci(ok[0].times_ms, ok[1].times_ms, seed=seed)  # type: ignore[arg-type]
-    return Verdict(ok[0].config, ok[1].config, ratio, lo, hi, significant=lo > 1.0)
+    interpreter = interpreter_of(ok[0].method) or ""
+    inert: tuple[str, ...] = ()
+    if interpreter:
+        inert = tuple(n for n in LAUNCH_OPTIONS
+                      if len({r.config.get(n) for r in ok}) > 1)
+    program = _without(ok[0].config, inert)
+    twins = tuple(r.config for r in ok[1:] if inert and _without(r.config, inert) == program)
+    rivals = [r for r in ok[1:] if r.config not in twins]
+    kw: dict[str, Any] = {"interpreter": interpreter, "inert": inert, "twins": twins}
+    if not rivals:
+        return Verdict(ok[0].config, None, **kw)
+    ratio, lo, hi = ratio_ci(ok[0].times_ms, rivals[0].times_ms, seed=seed)  # type: ignore[arg-type]
+    return Verdict(ok[0].config, rivals[0].config, ratio, lo, hi, significant=lo > 1.0, **kw)
+
+
+class StatusCounts(dict[str, int]):
+    """``TuneReport.counts``: a plain dict; calling it as the old method is deprecated (2026-12)."""
+
+    def __call__(self) -> StatusCounts:
+        """Return the counts with a DeprecationWarning: write ``report.counts``."""
+        warnings.warn("TuneReport.counts is an attribute now: write report.counts, not "
+                      "report.counts()", DeprecationWarning, stacklevel=2)
+        return self
 
 
 @dataclass(frozen=True)
@@ -128,9 +200,10 @@ class TuneReport:
         ok = [e.result for e in self.evaluations if e.result.ok]
         return sorted(ok, key=lambda r: (r.median_ms, r.config.key()))
 
-    def counts(self) -> dict[str, int]:
-        """How many evaluations ended in each status (cached ones included)."""
-        out: dict[str, int] = {}
+    @property
+    def counts(self) -> StatusCounts:
+        """How many evaluations ended in each status (cached ones included): ``{"ok": 12}``."""
+        out = StatusCounts()
         for e in self.evaluations:
             out[e.result.status.value] = out.get(e.result.status.value, 0) + 1
         return out
@@ -142,7 +215,7 @@ class TuneReport:
                  f"{self.valid_configs} valid configs by '{self.strategy}' in "
                  f"{self.elapsed_s:.1f} s ({cached} from the store)"
                  + (" - stopped early" if self.stopped else ""),
-                 "  " + ", ".join(f"{n} {s}" for s, n in sorted(self.counts().items()))]
+                 "  " + ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))]
         best = self.best
         if best is not None:
             lines.append(f"  best {best.config.label()}: {best.median_ms * 1e3:.2f} µs median "

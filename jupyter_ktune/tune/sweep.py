@@ -75,6 +75,7 @@ class Progress:
     result: StoredResult
     cached: bool
     stage: str = "sweep"
+    retimed: tuple[int, int] = (0, 0)  # in the "final" stage: (re-timed so far, of how many)
 
     def text(self) -> str:
         """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs``."""
@@ -82,7 +83,8 @@ class Progress:
         eta = "" if self.eta_s is None else f" · ETA {s // 60}:{s % 60:02d}"
         best = "" if self.best is None else \
             f" · best {self.best.config.label()}: {self.best.median_ms * 1e3:.2f} µs"  # type: ignore[operator]
-        stage = " · re-timing the top candidates" if self.stage == "final" else ""
+        stage = (f" · re-timing the top candidates {self.retimed[0]}/{self.retimed[1]}"
+                 if self.stage == "final" else "")
         return f"{self.done}/{self.total}{eta}{best}{stage}"
 
 
@@ -182,7 +184,8 @@ class Sweep:
         return max(0, n)
 
     def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
-              t0: float, best: list[StoredResult | None], stage: str = "sweep") -> None:
+              t0: float, best: list[StoredResult | None], stage: str = "sweep",
+              retimed: tuple[int, int] = (0, 0)) -> None:
         now = time.perf_counter() - t0
         if stage == "sweep":
             evals.append(Evaluation(stored, now, cached))
@@ -193,7 +196,7 @@ class Sweep:
         eta = None
         if fresh and done < total:
             eta = now / len(fresh) * (total - done)
-        self.progress = Progress(done, total, now, eta, best[0], stored, cached, stage)
+        self.progress = Progress(done, total, now, eta, best[0], stored, cached, stage, retimed)
         if self.on_result is not None:
             self.on_result(self.progress)
 
@@ -282,7 +285,8 @@ class Sweep:
                 result = runner.submit(spec, c, pin=True).result()
                 stored = store.put(key, replace(result, config=dict(c)), stage="final")
             out.append(stored)
-            self._emit(evals, stored, False, total, t0, best, stage="final")
+            self._emit(evals, stored, False, total, t0, best, stage="final",
+                       retimed=(len(out), len(top)))
         return out
 
 

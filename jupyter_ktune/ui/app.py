@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as w
@@ -23,6 +24,8 @@ from jupyter_ktune.render import run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.space import Config
+from jupyter_ktune.tune.report import TuneReport
+from jupyter_ktune.tune.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
@@ -49,6 +52,16 @@ def _badge(r: RunResult) -> str:
 class KernelPanel:
     """One cell's live panel over a :class:`TuningSession`.
 
+    What a notebook reads from it: :attr:`result` (the current RunResult, the one shown),
+    :attr:`history` (every result delivered, in order) and :meth:`tune` (a sweep, as the
+    Autotune button runs it, returning the TuneReport).
+
+    Examples
+    --------
+    >>> p = get_ipython().run_cell_magic("kernel", "scale -o p ...", SRC)  # doctest: +SKIP
+    >>> p.result.median_ms, p.result.config                                 # doctest: +SKIP
+    >>> report = p.tune("exhaustive", budget=16); report.counts              # doctest: +SKIP
+
     ``latencies`` records, per delivery, the seconds from the control change to the panel's
     data being updated, for the latency benchmark (bench/panel_latency.py).
     """
@@ -59,6 +72,7 @@ class KernelPanel:
         space = session.spec.space
         self.results: dict[Config, RunResult] = {}
         self.current: RunResult | None = None
+        self._history: list[RunResult] = []
         self.latencies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.controls = Controls(space, start, session.violations, self._request)
@@ -115,6 +129,7 @@ class KernelPanel:
         r = d.result
         with self._lock:
             self.results[Config(r.config)] = r
+            self._history.append(r)
             self.timing.add(r, d.current)
             self.heatmap.add(r)
             if d.current:
@@ -143,6 +158,29 @@ class KernelPanel:
         self.session.wait_idle()
         with self._lock:
             return self.current
+
+    @property
+    def history(self) -> tuple[RunResult, ...]:
+        """Every result delivered to the panel, oldest first.
+
+        Live runs (stale ones included: each carries its own ``config``) and sweep results.
+        """
+        with self._lock:
+            return tuple(self._history)
+
+    def tune(self, strategy: str | None = None, budget: int | None = None, *,
+             options: TuneOptions | None = None, **option_fields: Any) -> TuneReport:
+        """Sweep the space as the Autotune button does, wait for it and return the report.
+
+        Results stream into the panel while it runs; at the end the winner becomes the current
+        config (so :attr:`result` is the winner, run live once more). Parameters are those of
+        :func:`jupyter_ktune.tune.tune`: ``strategy`` (None: the default), ``budget`` (configs;
+        None: the Autotune budget box) and :class:`TuneOptions` or its fields as keywords.
+        """
+        opts = replace(options or TuneOptions(), **option_fields)
+        report = self.autotune.run(strategy, budget, opts)
+        self.session.wait_idle()
+        return report
 
     # -- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
 from jupyter_ktune.tune.sweep import Progress, Sweep, TuneOptions
 
@@ -47,23 +48,47 @@ class AutotuneBar:
                            w.HBox([self.start_button, self.stop_button]), self.bar, self.label])
         self.sweep: Sweep | None = None
         self.thread: threading.Thread | None = None
-        self.report: Any = None
+        self.report: TuneReport | None = None
+        self.error: Exception | None = None  # what ended the last sweep, for run()
         self.on_done: Callable[[Any], None] | None = None
 
-    def start(self) -> Sweep:
-        """Start a sweep in a background thread (ignored while one is running)."""
+    def start(self, strategy: str | None = None, budget: int | None = None,
+              options: TuneOptions | None = None) -> Sweep:
+        """Start a sweep in a background thread (ignored while one is running).
+
+        ``strategy`` and ``budget`` default to the dropdown and the budget box; given, they are
+        checked and shown there.
+        """
         if self.thread is not None and self.thread.is_alive():
             return self.sweep  # type: ignore[return-value]
         session = self.panel.session
-        self.sweep = Sweep(session.spec, self.strategy.value, int(self.budget.value), self.store,
+        strategy = strategy or self.strategy.value
+        budget = int(self.budget.value) if budget is None else budget
+        self.sweep = Sweep(session.spec, strategy, budget, self.store,
                            workers=[session.worker], on_result=self._progress,
-                           options=TuneOptions())
-        self.bar.value, self.bar.max = 0, int(self.budget.value)
+                           options=options or TuneOptions())  # raises on a bad name or budget
+        self.strategy.value = strategy
+        self.budget.value = min(budget, self.budget.max)
+        self.bar.value, self.bar.max = 0, budget
         self.label.value = "<small>starting …</small>"
         self.start_button.disabled, self.stop_button.disabled = True, False
+        self.report, self.error = None, None
         self.thread = threading.Thread(target=self._run, name="ktune-autotune", daemon=True)
         self.thread.start()
         return self.sweep
+
+    def run(self, strategy: str | None = None, budget: int | None = None,
+            options: TuneOptions | None = None) -> TuneReport:
+        """Run a sweep as :meth:`start` does and wait for its report; its error is raised."""
+        if self.thread is not None and self.thread.is_alive():
+            raise RuntimeError("[ktune] a sweep is already running in this panel: wait for it "
+                               "or press Stop")
+        self.start(strategy, budget, options)
+        assert self.thread is not None
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.report
 
     def stop(self) -> None:
         """Stop the running sweep after the results in flight."""
@@ -87,6 +112,7 @@ class AutotuneBar:
             if best is not None and not self.report.stopped:
                 self.panel.controls.set_values(dict(best.config))
         except Exception as exc:  # noqa: BLE001 - shown in the panel, not lost in a thread
+            self.error = exc
             self.label.value = f"<small style='color:#cf222e'>{html.escape(str(exc))}</small>"
         finally:
             self.start_button.disabled, self.stop_button.disabled = False, True
