@@ -27,3 +27,15 @@ def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """Where JupyterLab finds the prebuilt labextension shipped in the wheel."""
     return [{"src": "labextension", "dest": "jupyter-ktune"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The jupyter server extension that serves BokehJS (:mod:`jupyter_ktune.server`)."""
+    return [{"module": "jupyter_ktune"}]
+
+
+def _load_jupyter_server_extension(serverapp):  # noqa: ANN001 - jupyter_server's signature
+    """Called by jupyter_server: add the BokehJS route."""
+    from jupyter_ktune.server import load
+
+    load(serverapp)

@@ -15,9 +15,37 @@ from typing import Any
 
 import ipywidgets as w
 
+from jupyter_ktune.render import fmt_time
 from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
 from jupyter_ktune.tune.sweep import Progress, Sweep, TuneOptions
+
+
+#: why the sweep's running "best" and the report's winner can differ
+RETIMED_NOTE = ("The running 'best' is the fastest first measurement; the winner is the best after "
+                "the top candidates are timed again, so their numbers can differ.")
+
+
+def progress_text(p: Progress) -> str:
+    """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs (first timing)`` with a scaled unit."""
+    s = int(p.eta_s or 0)
+    eta = "" if p.eta_s is None else f" · ETA {s // 60}:{s % 60:02d}"
+    best = "" if p.best is None or p.best.median_ms is None else \
+        f" · best so far {p.best.config.label()}: {fmt_time(p.best.median_ms)} (first timing)"
+    stage = (f" · re-timing the top candidates {p.retimed[0]}/{p.retimed[1]}"
+             if p.stage == "final" else "")
+    return f"{p.done}/{p.total}{eta}{best}{stage}"
+
+
+def summary_lines(report: TuneReport) -> list[str]:
+    """The report's summary, its best line with a scaled unit (``27.4 ms``, not µs)."""
+    lines = report.summary().splitlines()
+    best = report.best
+    if best is not None and best.median_ms is not None:
+        lines = [f"  best {best.config.label()}: {fmt_time(best.median_ms)} median "
+                 f"({best.times_ms.size} runs, re-timed)" if ln.startswith("  best ") else ln
+                 for ln in lines]
+    return lines
 
 
 class AutotuneBar:
@@ -41,7 +69,8 @@ class AutotuneBar:
         self.start_button = w.Button(description="Autotune", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
         self.bar = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="360px"))
-        self.label = w.HTML(f"<small>{n} valid configs</small>")
+        self.label = w.HTML(f"<small>{n} valid configs</small>",
+                            layout=w.Layout(width="370px"))
         self.start_button.on_click(lambda _b: self.start())
         self.stop_button.on_click(lambda _b: self.stop())
         self.box = w.VBox([w.HBox([self.strategy, self.budget]),
@@ -96,18 +125,29 @@ class AutotuneBar:
             self.sweep.stop()
             self.label.value = "<small>stopping …</small>"
 
+    def enable(self, can_run: bool, why: str = "") -> None:
+        """Allow sweeps, or disable the button and say why (nothing can run here)."""
+        running = self.thread is not None and self.thread.is_alive()
+        self.start_button.disabled = running or not can_run
+        if not can_run:
+            self.label.value = f"<small class='ktune-autotune-off'>{html.escape(why)}</small>"
+        elif "ktune-autotune-off" in self.label.value:
+            self.label.value = ""
+
     def _progress(self, p: Progress) -> None:
         self.bar.max = max(p.total, 1)
         self.bar.value = p.done
-        self.label.value = f"<small>{html.escape(p.text())}</small>"
+        self.label.value = f"<small>{html.escape(progress_text(p))}</small>"
         self.panel.show_result(p.result.to_run_result(self.panel.session.spec.source_hash))
 
     def _run(self) -> None:
         assert self.sweep is not None
         try:
             self.report = self.sweep.run()
-            text = self.report.summary().splitlines()
-            self.label.value = "<small>" + "<br>".join(html.escape(t) for t in text) + "</small>"
+            text = summary_lines(self.report) + [RETIMED_NOTE]
+            self.label.value = ("<small style='display:block;white-space:normal;"
+                                "overflow-wrap:anywhere'>"
+                                + "<br>".join(html.escape(t) for t in text) + "</small>")
             best = self.report.best
             if best is not None and not self.report.stopped:
                 self.panel.controls.set_values(dict(best.config))
