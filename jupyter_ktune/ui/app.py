@@ -188,7 +188,7 @@ class KernelPanel:
                 self.card.value = run_result_html(r)
                 self.timing.show_current(r)
                 self.roofline.show(r)
-                self.controls.shown_label = Config(r.config).label()
+                self.controls.showing(Config(r.config).label())
                 if self._swizzle_param:
                     self.swizzle_mode.value = str(r.config[self._swizzle_param])
                 self._adapt()

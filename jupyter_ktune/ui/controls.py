@@ -62,6 +62,11 @@ class Controls:
         self.box = w.VBox([*self.widgets.values()])  # the panel shows ``status`` on top
         self._show(self.values)
 
+    def showing(self, label: str) -> None:
+        """Say which config the badge and plots show now; a refusal banner names it."""
+        self.shown_label = label
+        self._show(self.values)
+
     @property
     def values(self) -> dict[str, ParamValue]:
         """The config the controls show now."""

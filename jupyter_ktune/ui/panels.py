@@ -235,11 +235,10 @@ class RooflinePanel:
         """Place the current variant (needs flops and bytes from the cell, and GPU time)."""
         m = r.measurement
         host = m is not None and "host time" in m.timing.method
+        self.fig.visible = not host  # a roofline of interpreter host time would mislead
         if m is None or not m.flops or not m.bytes or host:
             self.point.data = {"ai": [], "tflops": [], "label": []}
-            self.fig.title.text = "roofline: host time, no GPU point" if host else self.title
             return
-        self.fig.title.text = self.title
         self.point.data = {"ai": [m.flops / m.bytes], "tflops": [m.tflops],
                            "label": [_label(r.config)]}
 

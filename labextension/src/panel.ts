@@ -12,9 +12,11 @@
  *
  * While live it copies the panel's hidden snapshot widget (`.ktune-snapshot-src`) into the
  * output's `text/html` whenever it changes, so the saved notebook shows the config the user
- * ended on. It also marks its node `data-lm-suppress-shortcuts`: Lumino then runs no keyboard
- * shortcut for keys pressed inside the panel, so the arrow keys move a focused slider instead
- * of the notebook's cell selection (Notebook 7's command mode took them).
+ * ended on. It also marks whatever gets the focus inside the live panel (a slider's handle, the
+ * budget box) `data-lm-suppress-shortcuts`: Lumino then runs no keyboard shortcut for keys
+ * pressed there, so the arrow keys move a focused slider instead of the notebook's cell
+ * selection (Notebook 7's command mode took them). It must be the focused element itself:
+ * Lumino stops its ancestor walk at the attribute, but a `:focus` selector matches below it.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { MimeModel, type IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -90,6 +92,12 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
   ) {
     super();
     this.addClass('jp-ktune-panel');
+    this.node.addEventListener('focusin', event => {
+      const target = event.target as HTMLElement | null;
+      if (this._live && target && target !== this.node) {
+        target.setAttribute('data-lm-suppress-shortcuts', 'true');
+      }
+    });
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
@@ -148,7 +156,6 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
     }
     this._clear();
     this._live = true;
-    this.node.setAttribute('data-lm-suppress-shortcuts', 'true');
     this.addWidget(view);
     this._watchSnapshot(view);
   }
@@ -175,7 +182,6 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
     this._observer?.disconnect();
     this._observer = null;
     this._live = false;
-    this.node.removeAttribute('data-lm-suppress-shortcuts');
     for (const w of [...this.widgets]) {
       w.dispose();
     }
