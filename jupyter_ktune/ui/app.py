@@ -137,10 +137,12 @@ class KernelPanel:
                                              toolbar_location=None))
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
-        self.dock_button = w.Button(description="Dock beside the notebook", icon="columns",
-                                    tooltip="Show this panel in a side panel (JupyterLab)")
+        self.dock_button = w.Button(description="Dock", icon="columns",
+                                    tooltip="Show this panel in a side panel beside the "
+                                            "notebook (JupyterLab)",
+                                    layout=w.Layout(width="120px"))
         self.dock_button.on_click(lambda _b: self.dock())
-        self.cannot_run = w.HTML()
+        self.cannot_run = w.HTML(layout=w.Layout(display="none"))
         left_items = [self.controls.box, w.HBox([self.axis_x, self.axis_y])]
         if self._swizzle_param:
             left_items.append(self.swizzle_mode)
@@ -203,14 +205,23 @@ class KernelPanel:
     def _adapt(self) -> None:
         """Figures and Autotune only where something can run; otherwise say what can be done."""
         ran = any(h.status is not Status.CANNOT_RUN for h in self._history)
+        r = self.current
+        gpu = (r is not None and r.measurement is not None
+               and "host time" not in r.measurement.timing.method)
+        self.breakdown.button.disabled = not gpu  # it traces warps on the GPU
+        self.breakdown.button.tooltip = ("trace the current variant's scopes; per-line stalls "
+                                         "from ncu where it works") if gpu else \
+            "The cycle breakdown traces warps on a GPU: not available for this result."
+        self.controls.status.layout.display = None if self.controls.status.value else "none"
         if ran:
             self.figures_box.layout.display = None
             self.cannot_run.value = ""
+            self.cannot_run.layout.display = "none"
             self.autotune.enable(True)
             return
-        r = self.current
         why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
         self.figures_box.layout.display = "none"
+        self.cannot_run.layout.display = None
         self.cannot_run.value = (
             "<div class='ktune-cannot-run' style='border-left:3px solid #57606a;padding:2px 8px;"
             "color:#24292f'><b>Nothing can run here</b>: " + escape(why or "no device") +

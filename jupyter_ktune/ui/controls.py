@@ -53,7 +53,7 @@ class Controls:
         self.widgets = {p.name: control_for(p, start[p.name], name_px) for p in space.params}
         for p in space.params:
             self.widgets[p.name].tooltip = p.name + (" (powers of two)" if p.powers_of_two else "")
-        self.status = w.HTML(layout=w.Layout(width="370px"))
+        self.status = w.HTML(layout=w.Layout(display="none"))
         self.status.add_class("ktune-refusal")
         #: label of the config the badge and plots show (set by the panel on every new result)
         self.shown_label = ""
@@ -106,10 +106,12 @@ class Controls:
         if reasons:
             shown = (f" The badge and plots show <code>{escape(self.shown_label)}</code>, "
                      "the last config run." if self.shown_label else "")
+            self.status.layout.display = None
             self.status.value = (
                 "<div style='background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;"
-                "padding:3px 8px;white-space:normal'><b>not run</b> — not allowed on this "
+                "padding:3px 8px;white-space:normal;line-height:1.4'><b>not run</b> — not allowed on this "
                 "device: " + "; ".join(escape(r) for r in reasons) + "." + shown + "</div>")
             return False
         self.status.value = ""
+        self.status.layout.display = "none"
         return True
