@@ -23,6 +23,7 @@ from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
 from jupyter_ktune.ui.units import scaled, time_unit
 
 from test_panel import LINE, NS, SRC
+from test_panel import panel  # noqa: F401 - the live panel fixture
 
 
 @pytest.mark.parametrize(("values", "unit"), [
@@ -78,18 +79,7 @@ def test_32_banks_get_32_distinct_colours():
     assert len(set(BANK_COLOURS)) == 32
 
 
-@pytest.fixture()
-def panel(worker):
-    spec = parse_cell(LINE, SRC, NS)
-    limits = {"SMEM_PER_BLOCK": 1000}
-    session = TuningSession(spec, worker, limits, prefetch=False)
-    p = KernelPanel(session, spec.space.default(limits), ceilings=None)
-    p.result  # noqa: B018
-    yield p
-    session.close()
-
-
-def test_the_bundle_carries_the_panel_mime_the_widget_and_the_current_snapshot(panel):
+def test_the_bundle_carries_the_panel_mime_the_widget_and_the_current_snapshot(panel):  # noqa: F811
     panel.controls.widgets["SWIZZLE"].value = "64B"
     panel.session.wait_idle()
     bundle = panel._repr_mimebundle_()
