@@ -126,3 +126,19 @@ def test_a_triton_syntax_error_is_marked_on_its_cell_line():
     assert len(marks) == 1
     assert marks[0]["diagnostics"][0]["line"] == 5
     assert "never closed" in marks[0]["diagnostics"][0]["message"]
+
+
+def test_a_saved_panel_replays_its_results_without_running_anything(panel, tmp_path):  # noqa: F811
+    from jupyter_ktune.ui.replay import load_panel, save_panel
+
+    panel.controls.widgets["SWIZZLE"].value = "64B"
+    panel.session.wait_idle()
+    path = save_panel(panel, tmp_path / "run.panel.pkl")
+    replay = load_panel(path)
+    assert replay.current.config == {"BLOCK": 1, "SWIZZLE": "64B"}
+    assert replay.current.median_ms == panel.current.median_ms  # the saved numbers
+    replay.controls.widgets["SWIZZLE"].value = "none"
+    assert replay.result.median_ms == panel.history[0].median_ms
+    replay.controls.widgets["SWIZZLE"].value = "128B"  # never measured
+    assert replay.result.status is Status.CANNOT_RUN and "not measured" in replay.result.reason
+    assert len(replay.timing.hist.data["i"]) == len(panel.history) + 4

@@ -104,7 +104,7 @@ class KernelPanel:
         self.controls = Controls(
             space, start, lambda v: refusal_reasons(space, space.config(v), session.limits),
             self._request)
-        self.badge = w.HTML(layout=w.Layout(min_height="52px"))
+        self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
         self.card = w.HTML()
         self.timing = TimingPanel()
         self.heatmap = HeatmapPanel(space.params)
@@ -150,7 +150,9 @@ class KernelPanel:
         # fixed width: the sweep summary wraps instead of widening the column
         self.left = w.VBox(left_items, layout=w.Layout(width="390px", min_width="390px"))
         self.figures_box = w.VBox([self.plots])
-        self.body = w.HBox([self.left, self.figures_box])
+        # narrow outputs (1280 px with the file browser open): the figures wrap below the controls
+        self.body = w.HBox([self.left, self.figures_box],
+                           layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         self.snapshot = w.HTML(layout=w.Layout(display="none"))
         self.snapshot.add_class("ktune-snapshot-src")  # copied into the saved output (panel.ts)
         header = w.VBox([self.badge, self.controls.status, self.cannot_run])
@@ -217,7 +219,8 @@ class KernelPanel:
             self.figures_box.layout.display = None
             self.cannot_run.value = ""
             self.cannot_run.layout.display = "none"
-            self.autotune.enable(True)
+            self.autotune.enable(self.session.worker is not None,  # None: saved results (replay)
+                                 "A replay of saved results: nothing runs here.")
             return
         why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
         self.figures_box.layout.display = "none"

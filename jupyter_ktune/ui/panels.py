@@ -29,7 +29,7 @@ from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.swizzle import Swizzle, bank_map, conflicts
 from jupyter_ktune.ui.units import scaled, time_unit
 
-_W, _H = 340, 220
+_W, _H = 330, 220
 _STATUS_COLOUR = {Status.OK: "#1a7f37", Status.WRONG: "#cf222e"}
 #: how a point of the history was produced, as its legend says
 KINDS = {"current": "live run", "stale": "live, superseded", "sweep": "autotune sweep"}

@@ -105,7 +105,8 @@ test('quickstart: figures hold data on first render, after a reload, and reopene
   await expectFiguresFilled(page, 2); // Triton and Pallas run here; CUDA cannot
   // the CUDA panel says what can be done instead of drawing empty figures
   await expect(page.locator('.ktune-cannot-run')).toHaveCount(1);
-  await page.screenshot({ path: `${SHOTS}/panel-first-render.png`, fullPage: true });
+  await page.locator('.jp-ktune-panel').nth(1).screenshot({ path: `${SHOTS}/panel-first-render.png` });
+  await page.locator('.jp-ktune-panel').nth(0).screenshot({ path: `${SHOTS}/panel-cannot-run.png` });
 
   // move the Triton panel's BLOCK slider: the saved output must be this config's snapshot
   const triton = page.locator('.jp-ktune-panel').nth(1);
@@ -135,7 +136,7 @@ test('quickstart: figures hold data on first render, after a reload, and reopene
   await page.evaluate(() => location.reload());
   await page.waitForSelector('.jp-ktune-panel', { timeout: 60000 });
   await expectFiguresFilled(page, 2);
-  await page.screenshot({ path: `${SHOTS}/panel-after-reload.png`, fullPage: true });
+  await page.locator('.jp-ktune-panel').nth(1).screenshot({ path: `${SHOTS}/panel-after-reload.png` });
 
   // reopen without that kernel: the snapshot of the current config, and no console error
   await page.kernel.shutdownAll();
@@ -172,7 +173,7 @@ test('a heatmap tap runs exactly the config drawn in the cell; the history holds
       timeout: 30000
     })
     .toBe(total);
-  await page.screenshot({ path: `${SHOTS}/panel-history-after-sweep.png`, fullPage: true });
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/panel-history-after-sweep.png` });
 
   // a cell whose drawn config differs from the current one in a tunable that is not an axis
   const current = await shownConfig(page);
@@ -198,7 +199,7 @@ test('a heatmap tap runs exactly the config drawn in the cell; the history holds
   await expect.poll(() => shownConfig(page), { timeout: 60000 }).toBe(target);
   await settled(page);
   expect(await shownConfig(page)).toBe(target);
-  await page.screenshot({ path: `${SHOTS}/panel-heatmap-tap.png`, fullPage: true });
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/panel-heatmap-tap.png` });
 });
 
 test('a refused move keeps the sliders and says which config the plots show, with the numbers', async ({
@@ -231,8 +232,7 @@ test('a refused move keeps the sliders and says which config the plots show, wit
   const median = (await panel.locator('.ktune-badge b').textContent())!.trim().split(' median')[0].trim();
   const titles = (await bokehDocs(page))[0].map(f => f.title);
   expect(titles.some(t => t.startsWith(`median ${median}`))).toBe(true);
-  await banner.scrollIntoViewIfNeeded();
-  await page.screenshot({ path: `${SHOTS}/panel-refused-move.png` });
+  await panel.screenshot({ path: `${SHOTS}/panel-refused-move.png` });
 });
 
 test('arrow keys move a focused slider in JupyterLab, not the cell selection', async ({ page, tmpPath }) => {
@@ -274,7 +274,7 @@ test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, b
   await expect(slider.locator('.widget-readout')).toHaveText('128');
   expect(await activeCell()).toBe(cell);
   await nb7.screenshot({ path: `${SHOTS}/panel-arrow-keys-notebook7.png` });
-  await nb7.screenshot({ path: `${SHOTS}/panel-notebook7.png`, fullPage: true });
+  await nb7.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/panel-notebook7.png` });
   await nb7.close();
 });
 
@@ -288,4 +288,49 @@ test('a Triton syntax error is marked on its line in the editor', async ({ page,
   await expect(marked).toContainText('offs = tl.arange(0, BLOCK');
   await input.scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SHOTS}/panel-triton-syntax-error.png` });
+});
+
+/** Labels and readouts cut by their box (text wider than the element). */
+async function cutLabels(page: Page): Promise<string[]> {
+  return page.evaluate(() =>
+    Array.from(document.querySelectorAll('.jp-ktune-panel .widget-label, .jp-ktune-panel .widget-readout, .jp-ktune-panel button'))
+      .filter(e => (e as HTMLElement).offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+      .map(e => e.textContent ?? '')
+  );
+}
+
+for (const width of [1600, 1280]) {
+  test(`docs: the panel on a CPU run at ${width} px, nothing cut`, async ({ page, tmpPath }) => {
+    await page.setViewportSize({ width, height: 1000 });
+    await openFixture(page, tmpPath, 'panel_fixture.ipynb');
+    await page.notebook.runCell(0);
+    await page.notebook.runCell(1);
+    await settled(page);
+    const panel = page.locator('.jp-ktune-panel').first();
+    const warps = panel.locator('.ktune-slider', { hasText: 'num_warps' }).locator('.noUi-handle');
+    await warps.click();
+    await page.keyboard.press('ArrowRight');
+    await settled(page);
+    await panel.locator('button', { hasText: 'Autotune' }).click();
+    await expect(panel).toContainText('the winner is the best after', { timeout: 180000 });
+    await settled(page);
+    await page.waitForTimeout(1500);
+    expect(await cutLabels(page)).toEqual([]);
+    const overflow = await panel.evaluate(e => e.scrollWidth - e.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(1);
+    await panel.screenshot({ path: `${SHOTS}/docs-panel-cpu-lab-${width}.png` });
+  });
+}
+
+// The GPU screenshot for docs/: a panel replayed from results saved on the GPU machine with
+// jupyter_ktune.ui.replay.save_panel (KTUNE_PANEL_REPLAY=/path/to/run.panel.pkl).
+const REPLAY = process.env.KTUNE_PANEL_REPLAY;
+test('docs: a panel replayed from saved GPU results', async ({ page }) => {
+  test.skip(!REPLAY, 'set KTUNE_PANEL_REPLAY to a saved panel (jupyter_ktune.ui.replay.save_panel)');
+  await page.notebook.createNew('replay.ipynb');
+  await page.notebook.setCell(0, 'code', `from jupyter_ktune.ui.replay import load_panel\nload_panel(${JSON.stringify(REPLAY)})`);
+  await page.notebook.runCell(0);
+  await settled(page);
+  await page.waitForTimeout(1500);
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/docs-panel-gpu.png` });
 });
