@@ -142,3 +142,15 @@ def test_a_saved_panel_replays_its_results_without_running_anything(panel, tmp_p
     replay.controls.widgets["SWIZZLE"].value = "128B"  # never measured
     assert replay.result.status is Status.CANNOT_RUN and "not measured" in replay.result.reason
     assert len(replay.timing.hist.data["i"]) == len(panel.history) + 4
+
+
+def test_the_distribution_axis_follows_each_variant():
+    from jupyter_ktune.ui.panels import TimingPanel
+
+    tp = TimingPanel()
+    for times in ([100.0, 110.0, 120.0, 130.0, 105.0], [3.0, 3.5, 4.0, 3.2, 3.1]):
+        tp.show_current(_host_result(times))
+        f, left, right = tp.figures[0], tp.dist.data["left"], tp.dist.data["right"]
+        assert f.x_range.start <= min(left) and max(right) <= f.x_range.end
+        assert f.x_range.end < 2 * max(right)  # not the previous variant's span
+    assert tp.figures[0].xaxis.axis_label == "run time (ms)"

@@ -48,6 +48,18 @@ def summary_lines(report: TuneReport) -> list[str]:
     return lines
 
 
+def summary_html(report: TuneReport) -> str:
+    """One line with the winner, the whole summary folded under it (the column stays short)."""
+    lines = summary_lines(report) + [RETIMED_NOTE]
+    best = report.best
+    head = (f"{len(report.evaluations)} configs · best {best.config.label()}: "
+            f"{fmt_time(best.median_ms)} (re-timed)" if best is not None and best.median_ms
+            else lines[0])
+    return ("<details style='font-size:12px;line-height:1.35;white-space:normal;"
+            f"overflow-wrap:anywhere'><summary>{html.escape(head)}</summary>"
+            + "<br>".join(html.escape(t) for t in lines) + "</details>")
+
+
 class AutotuneBar:
     """Autotune button, progress bar and Stop button for one panel.
 
@@ -144,10 +156,7 @@ class AutotuneBar:
         assert self.sweep is not None
         try:
             self.report = self.sweep.run()
-            text = summary_lines(self.report) + [RETIMED_NOTE]
-            self.label.value = ("<small style='display:block;white-space:normal;"
-                                "overflow-wrap:anywhere'>"
-                                + "<br>".join(html.escape(t) for t in text) + "</small>")
+            self.label.value = summary_html(self.report)
             best = self.report.best
             if best is not None and not self.report.stopped:
                 self.panel.controls.set_values(dict(best.config))

@@ -101,6 +101,10 @@ class TimingPanel:
         counts, edges = np.histogram(vals, bins=min(30, max(5, vals.size // 8)))
         self.dist.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
                           "count": counts.tolist()}
+        # explicit ranges: the auto range kept a previous variant's span (bars drawn off-axis)
+        pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
+        f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
+        f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5
         f.xaxis.axis_label = f"run time ({unit})" + (f", {slow} slower runs not drawn"
                                                       if slow else "")
         noisy = " · NOISY" if noise_note(t) else ""
