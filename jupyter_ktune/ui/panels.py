@@ -19,6 +19,7 @@ from bokeh.models import (
     FactorRange,
     HoverTool,
     LinearColorMapper,
+    Range1d,
     TapTool,
 )
 from bokeh.palettes import Category20, Category20b, Viridis256
@@ -68,11 +69,15 @@ class TimingPanel:
         self.hist = ColumnDataSource({"i": [], "t": [], "text": [], "config": [], "status": [],
                                       "colour": [], "alpha": [], "marker": [], "kind": []})
         self._ms: list[float] = []  # the history's medians in ms (the column holds them scaled)
+        # Range1d, set from Python on every update: a DataRange1d kept an earlier variant's span
+        # in the browser (bars and points drawn off the axes after a few updates)
         f = figure(width=_W, height=_H, title="current variant: run times",
+                   x_range=Range1d(0, 1), y_range=Range1d(0, 1),
                    x_axis_label="time", y_axis_label="runs", toolbar_location=None)
         f.quad(left="left", right="right", top="count", bottom=0, source=self.dist,
                fill_color="#4c72b0", line_color="white")
         h = figure(width=_W, height=_H, title="every result (median)", x_axis_label="result #",
+                   x_range=Range1d(0.5, 1.5), y_range=Range1d(0, 1),
                    y_axis_label="median", toolbar_location=None)
         h.scatter("i", "t", source=self.hist, color="colour", alpha="alpha", marker="marker",
                   size=8, legend_field="kind")
@@ -101,7 +106,6 @@ class TimingPanel:
         counts, edges = np.histogram(vals, bins=min(30, max(5, vals.size // 8)))
         self.dist.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
                           "count": counts.tolist()}
-        # explicit ranges: the auto range kept a previous variant's span (bars drawn off-axis)
         pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
         f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
         f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5

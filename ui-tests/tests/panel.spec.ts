@@ -21,6 +21,7 @@ interface IFigure {
   title: string;
   rows: number;
   visible: boolean;
+  inRange: boolean;
 }
 
 /** Per Bokeh document in the page (one per live panel): each figure's title, rows, visibility. */
@@ -42,7 +43,21 @@ async function bokehDocs(page: Page): Promise<IFigure[][]> {
               rows += cols.length ? cols[0].length : 0;
             }
           }
-          figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false });
+          // the data lies inside the axes: bars of the histogram, points of the history
+          let inRange = true;
+          for (const r of m.renderers) {
+            const ds = r.data_source;
+            const get = (k: string) => (ds?.data instanceof Map ? ds.data.get(k) : ds?.data?.[k]) as number[] | undefined;
+            const [left, right, t] = [get('left'), get('right'), get('t')];
+            if (left && right && left.length) {
+              inRange &&= m.x_range.start <= Math.min(...left) && Math.max(...right) <= m.x_range.end;
+            }
+            const ts = (t ? Array.from(t) : []).filter(v => Number.isFinite(v));
+            if (get('i') && ts.length) {
+              inRange &&= m.y_range.start <= Math.min(...ts) && Math.max(...ts) <= m.y_range.end;
+            }
+          }
+          figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false, inRange });
         }
       }
       return figs;
@@ -59,11 +74,12 @@ async function expectFiguresFilled(page: Page, panels: number): Promise<void> {
         const docs = await bokehDocs(page);
         const running = docs.filter(d => !d.some(f => f.title.startsWith('current variant: cannot run')));
         const empty = running.flatMap(d => d.filter(f => f.visible && f.rows === 0).map(f => f.title));
-        return { panels: running.length, empty };
+        const offAxes = running.flatMap(d => d.filter(f => !f.inRange).map(f => f.title));
+        return { panels: running.length, empty, offAxes };
       },
       { timeout: 60000 }
     )
-    .toEqual({ panels, empty: [] });
+    .toEqual({ panels, empty: [], offAxes: [] });
 }
 
 /** Wait until no panel badge says "running". */
@@ -274,6 +290,8 @@ test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, b
   await expect(slider.locator('.widget-readout')).toHaveText('128');
   expect(await activeCell()).toBe(cell);
   await nb7.screenshot({ path: `${SHOTS}/panel-arrow-keys-notebook7.png` });
+  await settled(nb7);
+  await nb7.waitForTimeout(1000);
   await nb7.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
   await nb7.screenshot({ path: `${SHOTS}/panel-notebook7.png` });
   await nb7.close();
@@ -317,6 +335,7 @@ for (const width of [1600, 1280]) {
     await settled(page);
     await page.waitForTimeout(1500);
     expect(await cutLabels(page)).toEqual([]);
+    await expectFiguresFilled(page, 1); // after a sweep and a winner run: data inside the axes
     const overflow = await panel.evaluate(e => e.scrollWidth - e.clientWidth);
     expect(overflow).toBeLessThanOrEqual(1);
     await panel.evaluate(e => e.scrollIntoView({ block: 'start' })); // what the user sees
