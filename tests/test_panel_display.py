@@ -154,3 +154,15 @@ def test_the_distribution_axis_follows_each_variant():
         assert f.x_range.start <= min(left) and max(right) <= f.x_range.end
         assert f.x_range.end < 2 * max(right)  # not the previous variant's span
     assert tp.figures[0].xaxis.axis_label == "run time (ms)"
+
+
+def test_the_server_extension_serves_the_installed_bokehjs():
+    import bokeh
+
+    import jupyter_ktune
+    from jupyter_ktune.server import STATIC_PATH, bokehjs_dir
+
+    assert jupyter_ktune._jupyter_server_extension_points() == [{"module": "jupyter_ktune"}]
+    js = (bokehjs_dir() / "bokeh.min.js").read_text()
+    assert bokeh.__version__ in js  # the JS matches the Python package, whatever its version
+    assert STATIC_PATH == "ktune/static/bokeh"  # labextension/src/bokeh.ts loads this route
