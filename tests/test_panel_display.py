@@ -169,9 +169,8 @@ def test_the_server_extension_serves_the_installed_bokehjs():
 
 
 def test_dock_shows_the_same_panel_in_a_sidecar(panel):  # noqa: F811
-    with capture_output() as out:
+    with capture_output():
         sc = panel.dock()
     assert panel.dock() is sc  # once per panel
     shown = sc.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
     assert shown == panel.root.model_id and sc.title == "ktune: scale"
-    assert len(out.outputs) == 1  # the sidecar itself, displayed once
