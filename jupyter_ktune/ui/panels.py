@@ -109,8 +109,8 @@ class TimingPanel:
         pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
         f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
         f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5
-        f.xaxis.axis_label = f"run time ({unit})" + (f", {slow} slower runs not drawn"
-                                                      if slow else "")
+        f.xaxis.axis_label = f"run time ({unit})" + (
+            f", {slow} slower run{'s' if slow > 1 else ''} not drawn" if slow else "")
         noisy = " · NOISY" if noise_note(t) else ""
         f.title.text = f"median {fmt_time(t.median_ms)} · IQR {fmt_time(t.iqr_ms)}{noisy}"
 
