@@ -6,6 +6,10 @@ notebook 1.3 MB larger; instead the labextension loads the script from here, onc
 (``GET {base_url}ktune/static/bokeh/bokeh.min.js``). The file is bokeh's own, so the JS always
 matches the Python package's version, and no CDN is involved. Enabled by the
 ``jupyter-config/jupyter_server_config.d/jupyter_ktune.json`` file the wheel installs.
+
+The one route is read-only (GET and HEAD of files in bokeh's js folder) and goes through
+jupyter_server's ``AuthenticatedFileHandler``: a logged-in user only (the ``contents``
+permission), with the server's XSRF/Referer check, like ``/files/`` (issue 9's rule).
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ def bokehjs_dir() -> Path:
 
 def load(serverapp: Any) -> None:
     """Add the static route for BokehJS to a running jupyter server."""
+    from jupyter_server.base.handlers import AuthenticatedFileHandler
     from jupyter_server.utils import url_path_join
-    from tornado.web import StaticFileHandler
 
     web_app = serverapp.web_app
     route = url_path_join(web_app.settings["base_url"], STATIC_PATH, "(.*)")
-    web_app.add_handlers(".*$", [(route, StaticFileHandler, {"path": str(bokehjs_dir())})])
+    web_app.add_handlers(".*$", [(route, AuthenticatedFileHandler, {"path": str(bokehjs_dir())})])
     serverapp.log.info("[ktune] serving BokehJS from %s", bokehjs_dir())

@@ -95,20 +95,34 @@ def _result():
 
 
 # -- security ---------------------------------------------------------------------------------
-def test_there_is_no_server_extension_so_no_endpoint_needs_auth_or_xsrf():
-    """Adding one must come with Jupyter's auth and XSRF checks (issue 9): this test says so."""
+def test_the_only_server_endpoint_is_the_authenticated_read_only_bokehjs_route():
+    """A server endpoint must come with Jupyter's auth and XSRF checks (issue 9). The one there
+    is (issue 17: BokehJS served instead of stored in every notebook) is read-only and goes
+    through jupyter_server's AuthenticatedFileHandler; anything else fails this test."""
+    from types import SimpleNamespace
+
+    from jupyter_server.base.handlers import AuthenticatedFileHandler
+
+    from jupyter_ktune.server import load
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "jupyter_server" not in project["project"]["dependencies"]
-    assert not any("jupyter_server" in str(v) or "serverextension" in str(v)
-                   for v in project["project"].get("entry-points", {}).values())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"].get("shared-data", {})
-    assert not any("jupyter_server_config.d" in v for v in shared.values())
-    assert not (ROOT / "jupyter-config").exists()
+    assert [k for k, v in shared.items() if "jupyter_server_config.d" in v] == \
+        ["jupyter-config/jupyter_server_config.d"]
     for py in (ROOT / "jupyter_ktune").rglob("*.py"):
         text = py.read_text()
-        for marker in ("_jupyter_server_extension", "load_jupyter_server_extension",
-                       "APIHandler", "tornado.web"):
+        for marker in ("APIHandler", "tornado.web", "RequestHandler"):
             assert marker not in text, f"{py}: {marker}: a server endpoint needs auth + XSRF"
+        if "_jupyter_server_extension" in text or "load_jupyter_server_extension" in text:
+            assert py.name == "__init__.py" and "jupyter_ktune.server" in text
+    added: list = []
+    app = SimpleNamespace(web_app=SimpleNamespace(settings={"base_url": "/"},
+                                                  add_handlers=lambda _h, hs: added.extend(hs)),
+                          log=SimpleNamespace(info=lambda *a: None))
+    load(app)
+    assert [(route, handler) for route, handler, _kw in added] == \
+        [("/ktune/static/bokeh/(.*)", AuthenticatedFileHandler)]
 
 
 WRITE_AUDIT = textwrap.dedent("""
