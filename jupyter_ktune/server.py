@@ -22,7 +22,7 @@ STATIC_PATH = "ktune/static/bokeh"
 
 
 def bokehjs_dir() -> Path:
-    """The folder of bokeh's shipped JavaScript (``bokeh.min.js`` and its components)."""
+    """Return the folder of bokeh's shipped JavaScript (``bokeh.min.js`` and its components)."""
     from bokeh.util.paths import bokehjs_path
 
     return Path(bokehjs_path()) / "js"

@@ -20,9 +20,8 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
-
 from html import escape
+from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import gridplot
@@ -250,7 +249,7 @@ class KernelPanel:
             self.snapshot.value = self.snapshot_html()
 
     def snapshot_html(self) -> str:
-        """The static snapshot of what the panel shows now (card and SVG figures)."""
+        """Render the static snapshot of what the panel shows now (card and SVG figures)."""
         return snapshot_html(self.current, self._history, self.heatmap)
 
     def dock(self, anchor: str = "split-right") -> Any:

@@ -20,7 +20,6 @@ from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
 from jupyter_ktune.tune.sweep import Progress, Sweep, TuneOptions
 
-
 #: why the sweep's running "best" and the report's winner can differ
 RETIMED_NOTE = ("The running 'best' is the fastest first measurement; the winner is the best after "
                 "the top candidates are timed again, so their numbers can differ.")
@@ -38,7 +37,7 @@ def progress_text(p: Progress) -> str:
 
 
 def summary_lines(report: TuneReport) -> list[str]:
-    """The report's summary, its best line with a scaled unit (``27.4 ms``, not µs)."""
+    """Return the report's summary lines, the best one with a scaled unit (``27.4 ms``, not µs)."""
     lines = report.summary().splitlines()
     best = report.best
     if best is not None and best.median_ms is not None:

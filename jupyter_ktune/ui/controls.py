@@ -52,7 +52,8 @@ class Controls:
         name_px = min(180, max(60, 8 * max((len(p.name) for p in space.params), default=4) + 12))
         self.widgets = {p.name: control_for(p, start[p.name], name_px) for p in space.params}
         for p in space.params:
-            self.widgets[p.name].tooltip = p.name + (" (powers of two)" if p.powers_of_two else "")
+            two = " (powers of two)" if p.powers_of_two else ""
+            self.widgets[p.name].tooltip = p.name + two
         self.status = w.HTML(layout=w.Layout(display="none"))
         self.status.add_class("ktune-refusal")
         #: label of the config the badge and plots show (set by the panel on every new result)
@@ -109,8 +110,8 @@ class Controls:
             self.status.layout.display = None
             self.status.value = (
                 "<div style='background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;"
-                "padding:3px 8px;white-space:normal;line-height:1.4'><b>not run</b> — not allowed on this "
-                "device: " + "; ".join(escape(r) for r in reasons) + "." + shown + "</div>")
+                "padding:3px 8px;white-space:normal;line-height:1.4'><b>not run</b> — not "
+                "allowed on this device: " + "; ".join(escape(r) for r in reasons) + "." + shown + "</div>")
             return False
         self.status.value = ""
         self.status.layout.display = "none"

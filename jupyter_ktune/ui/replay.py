@@ -80,7 +80,7 @@ class ReplaySession:
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Requests are served at once: always idle."""
+        """Return True: requests are served at once."""
         return True
 
     def close(self) -> None:
@@ -88,7 +88,7 @@ class ReplaySession:
 
 
 def load_panel(path: str | Path) -> Any:
-    """A KernelPanel over the results saved by :func:`save_panel` (display it in a cell)."""
+    """Build a KernelPanel over the results saved by :func:`save_panel` (display it in a cell)."""
     import cloudpickle
 
     from jupyter_ktune.ui.app import KernelPanel

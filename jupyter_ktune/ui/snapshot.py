@@ -81,7 +81,7 @@ def history_svg(results: Sequence[RunResult]) -> str:
 
 def heatmap_svg(source_data: dict[str, list[Any]], xs: Sequence[str], ys: Sequence[str],
                 axes: tuple[str, str]) -> str:
-    """The heatmap's cells as drawn live (best per cell), greyed when nothing is correct."""
+    """Draw the heatmap's cells as live (best per cell), greyed when nothing is correct."""
     vals = [v for v in source_data.get("t", []) if v == v]
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
     cw, ch = (_W - 40) / max(len(xs), 1), (_H - _PAD - 4) / max(len(ys), 1)
@@ -108,7 +108,7 @@ def heatmap_svg(source_data: dict[str, list[Any]], xs: Sequence[str], ys: Sequen
 
 def snapshot_html(current: RunResult | None, history: Sequence[RunResult],
                   heatmap: Any = None) -> str:
-    """The whole static snapshot: the figures row above the current result's card."""
+    """Render the whole static snapshot: the figures row above the current result's card."""
     if current is None:
         return "<div class='ktune-snapshot'><i>ktune panel: no result yet</i></div>"
     figs = [distribution_svg(current), history_svg(history)]

@@ -15,7 +15,7 @@ UNITS: tuple[tuple[str, float], ...] = (("s", 1e3), ("ms", 1.0), ("µs", 1e-3), 
 
 
 def time_unit(values_ms: Iterable[float | None]) -> tuple[str, float]:
-    """The unit for a set of times in ms and its size in ms: ``("ms", 1.0)`` for 110.8 ms.
+    """Pick the unit for a set of times in ms, and its size in ms: ``("ms", 1.0)`` for 110.8 ms.
 
     The largest finite positive value decides; no values at all gives µs.
     """
