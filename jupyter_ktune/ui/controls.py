@@ -111,7 +111,8 @@ class Controls:
             self.status.value = (
                 "<div style='background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;"
                 "padding:3px 8px;white-space:normal;line-height:1.4'><b>not run</b> — not "
-                "allowed on this device: " + "; ".join(escape(r) for r in reasons) + "." + shown + "</div>")
+                "allowed on this device: " + "; ".join(escape(r) for r in reasons) + "."
+                + shown + "</div>")
             return False
         self.status.value = ""
         self.status.layout.display = "none"
