@@ -28,3 +28,15 @@ def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """Where JupyterLab finds the prebuilt labextension shipped in the wheel."""
     return [{"src": "labextension", "dest": "jupyter-ktune"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """Name the jupyter server extension that serves BokehJS (:mod:`jupyter_ktune.server`)."""
+    return [{"module": "jupyter_ktune"}]
+
+
+def _load_jupyter_server_extension(serverapp):  # noqa: ANN001 - jupyter_server's signature
+    """Add the BokehJS route (jupyter_server calls this)."""
+    from jupyter_ktune.server import load
+
+    load(serverapp)

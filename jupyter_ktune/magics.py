@@ -2,11 +2,13 @@
 
 All work happens in :mod:`jupyter_ktune.api` and the device worker; this module only knows
 IPython. Cell errors are shown as a one-line message (IPython's UsageError), not a traceback.
-Compiler messages also go to the cell editor as marks (:mod:`jupyter_ktune.editor`).
+Compiler messages, and cell errors that name a line (a Triton cell's Python syntax error), also
+go to the cell editor as marks (:mod:`jupyter_ktune.editor`).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -14,31 +16,10 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.editor import show_editor_marks
-from jupyter_ktune.errors import KtuneError
+from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
 from jupyter_ktune.spec import KernelSpec, parse_cell
 
 _panels: dict[str, Any] = {}  # kernel name -> its live panel; a re-run cell replaces its own
-
-
-def _load_bokehjs() -> None:
-    """Load BokehJS once per kernel, inline (never from a CDN), core component only.
-
-    ``output_notebook(INLINE)`` would store every component (widgets, tables, GL, MathJax: 3.9 MB)
-    twice in the notebook, once per MIME type; the panel draws with core Bokeh alone, and
-    jupyter_bokeh's renderer needs only the ``bokehjs_load`` bundle: 1.3 MB, once.
-    """
-    from bokeh.io import output_notebook
-    from bokeh.resources import Resources
-    from IPython.display import display
-    from IPython.utils.capture import capture_output
-
-    with capture_output() as captured:
-        output_notebook(Resources(mode="inline", components=["bokeh"]), hide_banner=True)
-    for out in captured.outputs:
-        if "application/vnd.bokehjs_load.v0+json" in out.data:
-            display({"application/vnd.bokehjs_load.v0+json":
-                     out.data["application/vnd.bokehjs_load.v0+json"], "text/plain": ""},
-                    metadata=out.metadata, raw=True)
 
 
 def _panel(spec: KernelSpec) -> Any:
@@ -58,8 +39,8 @@ def _panel(spec: KernelSpec) -> Any:
     old = _panels.pop(spec.name, None)
     if old is not None:
         old.session.close()
-    if not _panels:
-        _load_bokehjs()
+    # BokehJS is not put in the notebook (1.3 MB per saved notebook): the jupyter server
+    # extension serves bokeh's own copy and the labextension loads it (labextension/src/bokeh.ts)
     session = TuningSession(spec, worker, limits)
     panel = KernelPanel(session, choose_config(spec, None, limits),
                         device_ceilings(worker, device))
@@ -97,6 +78,9 @@ class KtuneMagics(Magics):
                 out = run_kernel(spec)
                 show_editor_marks(out)  # compiler messages as marks in this cell's editor
         except KtuneError as exc:
+            if isinstance(exc, CellError) and exc.line is not None:  # marked like compiler errors
+                show_editor_marks(SimpleNamespace(
+                    backend="", diagnostics=[Diagnostic(exc.line, "error", exc.message)]))
             raise UsageError(str(exc)) from None
         if spec.options.result_name:
             self.shell.user_ns[spec.options.result_name] = out

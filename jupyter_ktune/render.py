@@ -37,6 +37,23 @@ def fmt_time(ms: float) -> str:
     return f"{ms * 1e6:.0f} ns"
 
 
+#: IQR over median, or the 95% CI's width over median, beyond which a figure is called noisy
+NOISY = 0.25
+
+
+def noise_note(t: Any) -> str:
+    """Say why a timing is noisy (wide spread or a wide CI of the median), or "" if it is not."""
+    med = t.median_ms
+    if not med or med <= 0:
+        return ""
+    lo, hi = t.median_ci_ms()
+    iqr, ci = t.iqr_ms / med, (hi - lo) / med
+    if iqr <= NOISY and ci <= NOISY:
+        return ""
+    return (f"noisy: the IQR is {iqr:.0%} of the median and the 95% CI spans {ci:.0%} of it; "
+            "compare variants with care, or time longer (--budget-ms)")
+
+
 def _row(label: str, value: str) -> str:
     return (f"<tr><th style='text-align:left;padding:1px 10px 1px 0;font-weight:600'>"
             f"{escape(label)}</th><td style='padding:1px 0'>{value}</td></tr>")
@@ -52,6 +69,13 @@ def _timing_rows(r: RunResult) -> list[str]:
     rows = [_row(label, f"<b>{fmt_time(t.median_ms)}</b> median &nbsp;·&nbsp; IQR "
                  f"{fmt_time(t.iqr_ms)} &nbsp;·&nbsp; 95% CI of median [{fmt_time(lo)}, "
                  f"{fmt_time(hi)}] &nbsp;·&nbsp; min {fmt_time(t.min_ms)} &nbsp;·&nbsp; n = {t.n}")]
+    note = noise_note(t)
+    if note:
+        rows.append(_row("Spread", f"<span style='color:#9a6700'>{escape(note)}</span>"))
+    if label == "Host time":  # an interpreter on the host: no GPU rates, events or clocks
+        rows.append(_row("Rates", "not shown: host time of an interpreter is not GPU time"))
+        rows.append(_row("Method", escape(t.method)))
+        return rows
     rates = []
     if m.gbps is not None:
         rates.append(f"{m.gbps:,.1f} GB/s")
@@ -71,10 +95,11 @@ def _timing_rows(r: RunResult) -> list[str]:
     if t.host_launch_us is not None:
         rows.append(_row("Launch call", f"{t.host_launch_us:.1f} µs host time to enqueue "
                          "(host clock, not GPU time)"))
-    clock = "not available (no NVML)"
     if p.sm_clock_mhz:
-        clock = f"{p.sm_clock_mhz[0]} → {p.sm_clock_mhz[1]} MHz (max {p.sm_clock_max_mhz})"
-    rows.append(_row("SM clock", escape(clock) + " via NVML, before → after timing"))
+        rows.append(_row("SM clock", f"{p.sm_clock_mhz[0]} → {p.sm_clock_mhz[1]} MHz "
+                         f"(max {p.sm_clock_max_mhz}) via NVML, before → after timing"))
+    else:
+        rows.append(_row("SM clock", "not read (NVML is not available here)"))
     rows.append(_row("Method", escape(t.method)))
     return rows
 

@@ -104,26 +104,42 @@ def _result():
 
 
 # -- security ---------------------------------------------------------------------------------
-def test_there_is_no_server_extension_so_no_endpoint_needs_auth_or_xsrf():
-    """Adding one must come with Jupyter's auth and XSRF checks (issue 9): this test says so.
+def test_the_only_server_endpoint_is_the_authenticated_read_only_bokehjs_route():
+    """A server endpoint must come with Jupyter's auth and XSRF checks (issue 9). The one there
+    is (issue 17: BokehJS served instead of stored in every notebook) is read-only and goes
+    through jupyter_server's AuthenticatedFileHandler; anything else fails this test.
 
     It reads what is installed (the wheel's metadata, files and modules), not the checkout: a
     server extension reaches a user through these only.
     """
+    from types import SimpleNamespace
+
+    from jupyter_server.base.handlers import AuthenticatedFileHandler
+
+    from jupyter_ktune.server import load
+
     dist = metadata.distribution("jupyter_ktune")
     assert not [r for r in dist.requires or [] if r.startswith("jupyter_server") and
                 "extra ==" not in r], dist.requires
-    assert not [e for e in dist.entry_points if "server" in e.group], list(dist.entry_points)
-    assert not [f for f in dist.files or [] if "jupyter_server_config.d" in str(f)
-                or "jupyter_notebook_config.d" in str(f)]
+    configs = [Path(str(f)).name for f in dist.files or []
+               if "jupyter_server_config.d" in str(f) or "jupyter_notebook_config.d" in str(f)]
+    assert configs == ["jupyter_ktune.json"], configs
     package = Path(jupyter_ktune.__file__).parent
     modules = list(package.rglob("*.py"))
     assert len(modules) > 20, modules  # the installed package's modules, all of them
     for py in modules:
         text = py.read_text()
-        for marker in ("_jupyter_server_extension", "load_jupyter_server_extension",
-                       "APIHandler", "tornado.web"):
+        for marker in ("APIHandler", "tornado.web", "RequestHandler"):
             assert marker not in text, f"{py}: {marker}: a server endpoint needs auth + XSRF"
+        if "_jupyter_server_extension" in text or "load_jupyter_server_extension" in text:
+            assert py.name == "__init__.py" and "jupyter_ktune.server" in text
+    added: list = []
+    app = SimpleNamespace(web_app=SimpleNamespace(settings={"base_url": "/"},
+                                                  add_handlers=lambda _h, hs: added.extend(hs)),
+                          log=SimpleNamespace(info=lambda *a: None))
+    load(app)
+    assert [(route, handler) for route, handler, _kw in added] == \
+        [("/ktune/static/bokeh/(.*)", AuthenticatedFileHandler)]
 
 
 WRITE_AUDIT = textwrap.dedent("""

@@ -75,4 +75,4 @@ def test_browser():
     env["KTUNE_UI_PORT"] = str(_free_port())
     if not (UI / "node_modules" / "@jupyterlab" / "galata").exists():
         _run(_jlpm() + ["install"], UI, env, 900)
-    _run(_jlpm() + ["playwright", "test"], UI, env, 900)
+    _run(_jlpm() + ["playwright", "test"], UI, env, 2400)  # panel.spec.ts runs kernels: ~6 min

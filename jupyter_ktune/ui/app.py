@@ -1,12 +1,17 @@
 """The live panel: controls, badge, Bokeh figures and the static report, wired to a session.
 
-Layout: controls and the correctness badge on the left, figures in a grid on the right, the
-static report and the full result card below. Every delivery from the session updates the
-history and the heatmap; only the newest request's result replaces what is shown as current,
-so a stale result never overwrites it. Errors appear inside the panel as the result card.
+Layout: the numbers that matter first (badge: status, median with spread, the config shown, the
+error if any; a banner when a move was refused), then controls on the left and the figures on
+the right, the full result card below. Every delivery from the session updates the history and
+the heatmap; only the newest request's result replaces what is shown as current, so a stale
+result never overwrites it. When nothing can run here (no GPU), the figures and Autotune give
+way to the static report and a line saying what can be done.
 
-The panel's MIME bundle carries the widget view and an HTML snapshot of the current result, so
-a notebook saved and reopened without a kernel still shows the last numbers.
+The panel's MIME bundle carries the widget view, the panel MIME type (its model id) and a static
+snapshot of the current result as ``text/html`` (card and small SVG figures, no JavaScript).
+The live panel keeps a copy of the snapshot in a hidden widget; the labextension writes it back
+into the saved output whenever it changes, so a notebook reopened without a kernel shows the
+config the user ended on (see :mod:`jupyter_ktune.ui.snapshot` and labextension/src/panel.ts).
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from html import escape
 from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import gridplot
-from jupyter_bokeh.widgets import BokehModel
 
-from jupyter_ktune.render import run_result_html, run_result_text
+from jupyter_ktune.render import fmt_time, noise_note, run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.space import Config
@@ -30,23 +35,43 @@ from jupyter_ktune.tune.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
+from jupyter_ktune.ui.live_bokeh import LiveBokehModel
 from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
+from jupyter_ktune.ui.refusal import refusal_reasons
+from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
 
 _SWIZZLE_NAMES = ("SWIZZLE", "SWIZZLE_MODE", "SMEM_SWIZZLE")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+#: the snapshot widget is refreshed at most this often (seconds) during a drag
+SNAPSHOT_EVERY_S = 0.5
 
 
 def _badge(r: RunResult) -> str:
+    """Status pill, median with IQR, the config shown, and the error's first line."""
     if r.status is Status.OK and r.verification is not None:
         colour, text = "#1a7f37", f"correct · max error {r.verification.max_abs_err:.3g}"
     elif r.status is Status.OK:
         colour, text = "#57606a", "not verified"
     else:
         colour, text = ("#cf222e" if r.status.failed else "#57606a"), r.status.value
-    med = f" · {r.median_ms * 1e3:.2f} µs" if r.median_ms is not None else ""
-    if med and r.measurement is not None and "host time" in r.measurement.timing.method:
-        med += " host time (not GPU)"
-    return (f"<span style='background:{colour};color:white;border-radius:10px;"
-            f"padding:2px 10px'>{text}</span><b>{med}</b>")
+    med = ""
+    if r.measurement is not None:
+        t = r.measurement.timing
+        med = f" {fmt_time(t.median_ms)} <small>median · IQR {fmt_time(t.iqr_ms)}</small>"
+        if "host time" in t.method:
+            med += " <small>host time (not GPU)</small>"
+        if noise_note(t):
+            med += " <small style='color:#9a6700' title='" + escape(noise_note(t)) + \
+                "'>⚠ noisy</small>"
+    error = ""
+    if r.reason and r.status is not Status.OK:
+        first = r.reason.strip().splitlines()[0] if r.reason.strip() else ""
+        error = (f"<div class='ktune-error' style='color:#cf222e;white-space:pre-wrap;"
+                 f"margin-top:2px'>{escape(first)}</div>")
+    cfg = " ".join(f"{k}={v}" for k, v in r.config.items())
+    return (f"<div class='ktune-badge' style='line-height:1.6'><span style='background:{colour};"
+            f"color:white;border-radius:10px;padding:2px 10px'>{escape(text)}</span>"
+            f"<b>{med}</b> <code class='ktune-shown'>{escape(cfg)}</code>{error}</div>")
 
 
 class KernelPanel:
@@ -75,8 +100,10 @@ class KernelPanel:
         self._history: list[RunResult] = []
         self.latencies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self.controls = Controls(space, start, session.violations, self._request)
-        self.badge = w.HTML()
+        self.controls = Controls(
+            space, start, lambda v: refusal_reasons(space, space.config(v), session.limits),
+            self._request)
+        self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
         self.card = w.HTML()
         self.timing = TimingPanel()
         self.heatmap = HeatmapPanel(space.params)
@@ -84,14 +111,17 @@ class KernelPanel:
         self.swizzle = SwizzlePanel()
         names = list(space.names)
         self.axis_x = w.Dropdown(options=names, value=names[0] if names else None,
-                                 description="heatmap x", layout=w.Layout(width="220px"))
+                                 description="heatmap x", layout=w.Layout(width="185px"),
+                                 style={"description_width": "70px"})
         self.axis_y = w.Dropdown(options=["-", *names],
                                  value=names[1] if len(names) > 1 else "-",
-                                 description="heatmap y", layout=w.Layout(width="220px"))
+                                 description="y", layout=w.Layout(width="185px"),
+                                 style={"description_width": "20px"})
         for d in (self.axis_x, self.axis_y):
             d.observe(lambda _c: self._set_axes(), names="value")
         self._set_axes()
         self.heatmap.source.selected.on_change("indices", self._tapped)
+        # the swizzle map only for kernels with a swizzle tunable
         self._swizzle_param = next((n for n in _SWIZZLE_NAMES if n in names), None)
         self.swizzle_mode = w.Dropdown(
             options=["none", "32B", "64B", "128B"], description="swizzle map",
@@ -99,21 +129,44 @@ class KernelPanel:
             layout=w.Layout(width="220px"))
         self.swizzle_mode.observe(lambda c: self.swizzle.show(c["new"]), names="value")
         self.swizzle.show(self.swizzle_mode.value)
-        figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig, self.swizzle.fig]
-        self.plots = BokehModel(gridplot([figures[:2], figures[2:4], figures[4:]],
-                                         toolbar_location=None))
+        figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig]
+        if self._swizzle_param:
+            figures.append(self.swizzle.fig)
+        self.plots = LiveBokehModel(gridplot([figures[i:i + 2] for i in range(0, len(figures), 2)],
+                                             toolbar_location=None))
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
-        left = w.VBox([self.badge, self.controls.box, self.axis_x, self.axis_y,
-                       self.swizzle_mode, self.breakdown.button, self.autotune.box],
-                      layout=w.Layout(min_width="380px"))
-        self.root = w.VBox([w.HBox([left, self.plots]), self.breakdown.box, self.card])
+        self.dock_button = w.Button(description="Dock", icon="columns",
+                                    tooltip="Show this panel in a side panel beside the "
+                                            "notebook (JupyterLab)",
+                                    layout=w.Layout(width="120px"))
+        self.dock_button.on_click(lambda _b: self.dock())
+        self.cannot_run = w.HTML(layout=w.Layout(display="none"))
+        left_items = [self.controls.box, w.HBox([self.axis_x, self.axis_y])]
+        if self._swizzle_param:
+            left_items.append(self.swizzle_mode)
+        left_items += [self.autotune.box, w.HBox([self.breakdown.button, self.dock_button])]
+        # fixed width: the sweep summary wraps instead of widening the column
+        self.left = w.VBox(left_items, layout=w.Layout(width="390px", min_width="390px"))
+        self.figures_box = w.VBox([self.plots])
+        # narrow outputs (1280 px with the file browser open): the figures wrap below the controls
+        self.body = w.HBox([self.left, self.figures_box],
+                           layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+        self.snapshot = w.HTML(layout=w.Layout(display="none"))
+        self.snapshot.add_class("ktune-snapshot-src")  # copied into the saved output (panel.ts)
+        header = w.VBox([self.badge, self.controls.status, self.cannot_run])
+        self.root = w.VBox([header, self.body, self.breakdown.box, self.card, self.snapshot])
+        self.root.add_class("ktune-panel")
+        self._snap_timer: threading.Timer | None = None
+        self._snap_due = 0.0
+        self._sidecar: Any = None
         session.subscribe(self._deliver)
         self._request(self.controls.values)
 
     # -- wiring ------------------------------------------------------------------------------
     def _request(self, values: Mapping[str, Any]) -> None:
-        self.badge.value = "<i>running …</i>"
+        self.badge.value = ("<div class='ktune-badge' style='line-height:1.6'><i>running "
+                            f"{escape(Config(values).label())} …</i></div>")
         self.session.request(values)
 
     def _set_axes(self) -> None:
@@ -122,15 +175,15 @@ class KernelPanel:
             self.heatmap.set_axes(self.axis_x.value, y, list(self.results.values()))
 
     def _tapped(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if new:
+        if new:  # every tunable, so exactly the config drawn in the cell runs
             self.controls.set_values(self.heatmap.config_at(new[0]))
 
-    def _deliver(self, d: Delivery) -> None:
+    def _deliver(self, d: Delivery, kind: str | None = None) -> None:
         r = d.result
         with self._lock:
             self.results[Config(r.config)] = r
             self._history.append(r)
-            self.timing.add(r, d.current)
+            self.timing.add(r, kind or ("current" if d.current else "stale"))
             self.heatmap.add(r)
             if d.current:
                 self.current = r
@@ -138,8 +191,11 @@ class KernelPanel:
                 self.card.value = run_result_html(r)
                 self.timing.show_current(r)
                 self.roofline.show(r)
+                self.controls.showing(Config(r.config).label())
                 if self._swizzle_param:
                     self.swizzle_mode.value = str(r.config[self._swizzle_param])
+                self._adapt()
+                self._snapshot_soon()
             spent = r.measurement.timing.device_ms_total if r.measurement else 0.0
             self.latencies.append({"ticket": d.ticket, "current": d.current,
                                    "precompiled": d.precompiled, "status": r.status.value,
@@ -147,10 +203,75 @@ class KernelPanel:
                                    "panel_s": time.perf_counter() - d.requested_at,
                                    "device_ms": spent, "phases_ms": dict(r.phases_ms)})
 
+    def _adapt(self) -> None:
+        """Figures and Autotune only where something can run; otherwise say what can be done."""
+        ran = any(h.status is not Status.CANNOT_RUN for h in self._history)
+        r = self.current
+        gpu = (r is not None and r.measurement is not None
+               and "host time" not in r.measurement.timing.method)
+        self.breakdown.button.disabled = not gpu  # it traces warps on the GPU
+        self.breakdown.button.tooltip = ("trace the current variant's scopes; per-line stalls "
+                                         "from ncu where it works") if gpu else \
+            "The cycle breakdown traces warps on a GPU: not available for this result."
+        self.controls.status.layout.display = None if self.controls.status.value else "none"
+        if ran:
+            self.figures_box.layout.display = None
+            self.cannot_run.value = ""
+            self.cannot_run.layout.display = "none"
+            self.autotune.enable(self.session.worker is not None,  # None: saved results (replay)
+                                 "A replay of saved results: nothing runs here.")
+            return
+        why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
+        self.figures_box.layout.display = "none"
+        self.cannot_run.layout.display = None
+        self.cannot_run.value = (
+            "<div class='ktune-cannot-run' style='border-left:3px solid #57606a;padding:2px 8px;"
+            "color:#24292f'><b>Nothing can run here</b>: " + escape(why or "no device") +
+            "<br>The static report below comes from the compiler alone. To time the kernel, run "
+            "the notebook on a machine with the backend's GPU; to skip the run, add "
+            "<code>--static-only</code>.</div>")
+        self.autotune.enable(False, "Autotune needs a device that can run the kernel.")
+
+    def _snapshot_soon(self) -> None:
+        """Refresh the hidden snapshot now, or within SNAPSHOT_EVERY_S during a drag."""
+        now = time.monotonic()
+        if now >= self._snap_due:
+            self._snap_due = now + SNAPSHOT_EVERY_S
+            self.snapshot.value = self.snapshot_html()
+        elif self._snap_timer is None or not self._snap_timer.is_alive():
+            self._snap_timer = threading.Timer(self._snap_due - now, self._snapshot_late)
+            self._snap_timer.daemon = True
+            self._snap_timer.start()
+
+    def _snapshot_late(self) -> None:
+        with self._lock:
+            self._snap_due = time.monotonic() + SNAPSHOT_EVERY_S
+            self.snapshot.value = self.snapshot_html()
+
+    def snapshot_html(self) -> str:
+        """Render the static snapshot of what the panel shows now (card and SVG figures)."""
+        return snapshot_html(self.current, self._history, self.heatmap)
+
+    def dock(self, anchor: str = "split-right") -> Any:
+        """Show the panel in a JupyterLab side panel beside the notebook (``sidecar``).
+
+        The notebook keeps its own view; both are views of the same widgets, so moving a slider
+        in either moves both. Returns the Sidecar widget.
+        """
+        from sidecar import Sidecar
+
+        if self._sidecar is None:
+            self._sidecar = Sidecar(title=f"ktune: {self.session.spec.name}", anchor=anchor)
+            self._sidecar.append_display_data(self.root)
+            from IPython.display import display
+
+            display(self._sidecar)
+        return self._sidecar
+
     def show_result(self, result: RunResult, current: bool = False) -> None:
         """Add a result from elsewhere (an autotuning sweep) to the history and heatmap."""
         now = time.perf_counter()
-        self._deliver(Delivery(result, 0, current, now, now, precompiled=True))
+        self._deliver(Delivery(result, 0, current, now, now, precompiled=True), "sweep")
 
     @property
     def result(self) -> RunResult | None:
@@ -184,10 +305,14 @@ class KernelPanel:
 
     # -- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
-        snapshot = run_result_html(self.current) if self.current else "<i>ktune panel</i>"
-        bundle.setdefault("text/html", snapshot)
-        if self.current is not None:  # a terminal or a text-only view gets the one-line result
-            bundle["text/plain"] = run_result_text(self.current)
+        self.plots.displayed()  # views made for this output start from the current data
+        view = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
+        snapshot = self.snapshot_html()
+        self.snapshot.value = snapshot
+        bundle: dict[str, Any] = {"text/html": snapshot}
+        if WIDGET_MIME in view:
+            bundle[WIDGET_MIME] = view[WIDGET_MIME]
+            bundle[MIME_TYPE] = {"version": 1, "model_id": view[WIDGET_MIME]["model_id"]}
+        bundle["text/plain"] = (run_result_text(self.current) if self.current is not None
+                                else "ktune panel")
         return bundle
-

@@ -15,9 +15,48 @@ from typing import Any
 
 import ipywidgets as w
 
+from jupyter_ktune.render import fmt_time
 from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
 from jupyter_ktune.tune.sweep import Progress, Sweep, TuneOptions
+
+#: why the sweep's running "best" and the report's winner can differ
+RETIMED_NOTE = ("The running 'best' is the fastest first measurement; the winner is the best after "
+                "the top candidates are timed again, so their numbers can differ.")
+
+
+def progress_text(p: Progress) -> str:
+    """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs (first timing)`` with a scaled unit."""
+    s = int(p.eta_s or 0)
+    eta = "" if p.eta_s is None else f" · ETA {s // 60}:{s % 60:02d}"
+    best = "" if p.best is None or p.best.median_ms is None else \
+        f" · best so far {p.best.config.label()}: {fmt_time(p.best.median_ms)} (first timing)"
+    stage = (f" · re-timing the top candidates {p.retimed[0]}/{p.retimed[1]}"
+             if p.stage == "final" else "")
+    return f"{p.done}/{p.total}{eta}{best}{stage}"
+
+
+def summary_lines(report: TuneReport) -> list[str]:
+    """Return the report's summary lines, the best one with a scaled unit (``27.4 ms``, not µs)."""
+    lines = report.summary().splitlines()
+    best = report.best
+    if best is not None and best.median_ms is not None:
+        lines = [f"  best {best.config.label()}: {fmt_time(best.median_ms)} median "
+                 f"({best.times_ms.size} runs, re-timed)" if ln.startswith("  best ") else ln
+                 for ln in lines]
+    return lines
+
+
+def summary_html(report: TuneReport) -> str:
+    """One line with the winner, the whole summary folded under it (the column stays short)."""
+    lines = summary_lines(report) + [RETIMED_NOTE]
+    best = report.best
+    head = (f"{len(report.evaluations)} configs · best {best.config.label()}: "
+            f"{fmt_time(best.median_ms)} (re-timed)" if best is not None and best.median_ms
+            else lines[0])
+    return ("<details style='font-size:12px;line-height:1.35;white-space:normal;"
+            f"overflow-wrap:anywhere'><summary>{html.escape(head)}</summary>"
+            + "<br>".join(html.escape(t) for t in lines) + "</details>")
 
 
 class AutotuneBar:
@@ -42,7 +81,8 @@ class AutotuneBar:
         self.start_button = w.Button(description="Autotune", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
         self.bar = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="360px"))
-        self.label = w.HTML(f"<small>{count.text()}</small>")
+        self.label = w.HTML(f"<small>{count.text()}</small>",
+                            layout=w.Layout(width="370px"))
         self.start_button.on_click(lambda _b: self.start())
         self.stop_button.on_click(lambda _b: self.stop())
         self.box = w.VBox([w.HBox([self.strategy, self.budget]),
@@ -97,18 +137,26 @@ class AutotuneBar:
             self.sweep.stop()
             self.label.value = "<small>stopping …</small>"
 
+    def enable(self, can_run: bool, why: str = "") -> None:
+        """Allow sweeps, or disable the button and say why (nothing can run here)."""
+        running = self.thread is not None and self.thread.is_alive()
+        self.start_button.disabled = running or not can_run
+        if not can_run:
+            self.label.value = f"<small class='ktune-autotune-off'>{html.escape(why)}</small>"
+        elif "ktune-autotune-off" in self.label.value:
+            self.label.value = ""
+
     def _progress(self, p: Progress) -> None:
         self.bar.max = max(p.total, 1)
         self.bar.value = p.done
-        self.label.value = f"<small>{html.escape(p.text())}</small>"
+        self.label.value = f"<small>{html.escape(progress_text(p))}</small>"
         self.panel.show_result(p.result.to_run_result(self.panel.session.spec.source_hash))
 
     def _run(self) -> None:
         assert self.sweep is not None
         try:
             self.report = self.sweep.run()
-            text = self.report.summary().splitlines()
-            self.label.value = "<small>" + "<br>".join(html.escape(t) for t in text) + "</small>"
+            self.label.value = summary_html(self.report)
             best = self.report.best
             if best is not None and not self.report.stopped:
                 self.panel.controls.set_values(dict(best.config))

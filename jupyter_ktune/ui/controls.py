@@ -1,13 +1,16 @@
 """Controls generated from the Space: a slider per numeric tunable, a dropdown per choice.
 
 Sliders step through the *allowed values* only (a SelectionSlider), so a drag never asks for a
-value the cell did not declare; powers of two are labelled as such (``128 = 2^7``). A config
-that breaks a ``require`` line is shown as not allowed, with the reason, and is never requested.
+value the cell did not declare; the readout is the value alone (``1024``), never cut. A config
+that breaks a ``require`` line is never requested: the controls stay where the user put them and a
+banner says so, with the numbers, and names the config the badge and plots still show (the last
+one run), so the sliders and the plots never disagree silently.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from html import escape
 from typing import Any
 
 import ipywidgets as w
@@ -16,20 +19,20 @@ from jupyter_ktune.space import Param, ParamValue, Space
 
 
 def value_label(p: Param, value: ParamValue) -> str:
-    """Label a value for a slider: ``128 = 2^7`` for powers of two, the value otherwise."""
-    if p.powers_of_two and isinstance(value, int):
-        return f"{value} = 2^{value.bit_length() - 1}"
+    """Label a value for a slider readout: the value itself, short enough never to be cut."""
     return str(value)
 
 
-def control_for(p: Param, value: ParamValue) -> w.ValueWidget:
-    """One widget for one tunable, starting at ``value``."""
+def control_for(p: Param, value: ParamValue, name_px: int = 110) -> w.ValueWidget:
+    """One widget for one tunable, starting at ``value``; ``name_px`` fits the longest name."""
     options = [(value_label(p, v), v) for v in p.values]
-    layout = w.Layout(width="360px")
-    style = {"description_width": "110px"}
+    layout = w.Layout(width="370px")
+    style = {"description_width": f"{name_px}px"}
     if p.numeric and len(p.values) > 1:
-        return w.SelectionSlider(options=options, value=value, description=p.name,
-                                 continuous_update=True, layout=layout, style=style)
+        slider = w.SelectionSlider(options=options, value=value, description=p.name,
+                                   continuous_update=True, layout=layout, style=style)
+        slider.add_class("ktune-slider")  # the labextension keeps arrow keys on it (Notebook 7)
+        return slider
     return w.Dropdown(options=options, value=value, description=p.name, layout=layout,
                       style=style)
 
@@ -46,11 +49,23 @@ class Controls:
                  on_change: Callable[[dict[str, ParamValue]], None]):
         self.space = space
         self._violations, self._on_change = violations, on_change
-        self.widgets = {p.name: control_for(p, start[p.name]) for p in space.params}
-        self.status = w.HTML()
+        name_px = min(180, max(60, 8 * max((len(p.name) for p in space.params), default=4) + 12))
+        self.widgets = {p.name: control_for(p, start[p.name], name_px) for p in space.params}
+        for p in space.params:
+            two = " (powers of two)" if p.powers_of_two else ""
+            self.widgets[p.name].tooltip = p.name + two
+        self.status = w.HTML(layout=w.Layout(display="none"))
+        self.status.add_class("ktune-refusal")
+        #: label of the config the badge and plots show (set by the panel on every new result)
+        self.shown_label = ""
         for widget in self.widgets.values():
             widget.observe(self._changed, names="value")
-        self.box = w.VBox([*self.widgets.values(), self.status])
+        self.box = w.VBox([*self.widgets.values()])  # the panel shows ``status`` on top
+        self._show(self.values)
+
+    def showing(self, label: str) -> None:
+        """Say which config the badge and plots show now; a refusal banner names it."""
+        self.shown_label = label
         self._show(self.values)
 
     @property
@@ -90,8 +105,15 @@ class Controls:
     def _show(self, values: Mapping[str, ParamValue]) -> bool:
         reasons = self._violations(values)
         if reasons:
-            self.status.value = ("<span style='color:#9a6700'>not allowed on this device: "
-                                 + "; ".join(reasons) + " (not run)</span>")
+            shown = (f" The badge and plots show <code>{escape(self.shown_label)}</code>, "
+                     "the last config run." if self.shown_label else "")
+            self.status.layout.display = None
+            self.status.value = (
+                "<div style='background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;"
+                "padding:3px 8px;white-space:normal;line-height:1.4'><b>not run</b> — not "
+                "allowed on this device: " + "; ".join(escape(r) for r in reasons) + "."
+                + shown + "</div>")
             return False
         self.status.value = ""
+        self.status.layout.display = "none"
         return True

@@ -19,91 +19,153 @@ from bokeh.models import (
     FactorRange,
     HoverTool,
     LinearColorMapper,
+    Range1d,
     TapTool,
 )
-from bokeh.palettes import Category20, Viridis256
+from bokeh.palettes import Category20, Category20b, Viridis256
 from bokeh.plotting import figure
 
+from jupyter_ktune.render import fmt_time, noise_note
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.swizzle import Swizzle, bank_map, conflicts
+from jupyter_ktune.ui.units import scaled, time_unit
 
 _W, _H = 330, 220
 _STATUS_COLOUR = {Status.OK: "#1a7f37", Status.WRONG: "#cf222e"}
+#: how a point of the history was produced, as its legend says
+KINDS = {"current": "live run", "stale": "live, superseded", "sweep": "autotune sweep"}
+_KIND_STYLE = {"current": ("circle", 1.0), "stale": ("circle", 0.3), "sweep": ("triangle", 0.8)}
 
 
 def _label(config: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
+def _quiet_axes(f: Any) -> None:
+    """Few ticks and plain numbers, so labels never run into each other."""
+    for axis in (f.xaxis, f.yaxis):
+        axis.ticker.desired_num_ticks = 4
+        if hasattr(axis.formatter, "use_scientific"):
+            axis.formatter.use_scientific = False
+    f.title.text_font_size = "10pt"
+
+
+def central(times_ms: np.ndarray) -> tuple[np.ndarray, int]:
+    """Keep the runs within 5 IQRs above the median; also return how many were left out.
+
+    One 8 ms hiccup among 100 runs of 73 µs would otherwise squeeze the histogram into one bar.
+    """
+    med = float(np.median(times_ms))
+    q1, q3 = np.percentile(times_ms, [25, 75])
+    keep = times_ms <= med + 5 * max(float(q3 - q1), med * 0.01)
+    return times_ms[keep], int(times_ms.size - keep.sum())
+
+
 class TimingPanel:
-    """(a) Distribution of the current variant and the history of every variant tried."""
+    """(a) Distribution of the current variant and the history of every result delivered."""
 
     def __init__(self) -> None:
         self.dist = ColumnDataSource({"left": [], "right": [], "count": []})
-        self.hist = ColumnDataSource({"i": [], "us": [], "config": [], "status": [],
-                                      "colour": [], "alpha": []})
+        self.hist = ColumnDataSource({"i": [], "t": [], "text": [], "config": [], "status": [],
+                                      "colour": [], "alpha": [], "marker": [], "kind": []})
+        self._ms: list[float] = []  # the history's medians in ms (the column holds them scaled)
+        # Range1d, set from Python on every update: a DataRange1d kept an earlier variant's span
+        # in the browser (bars and points drawn off the axes after a few updates)
         f = figure(width=_W, height=_H, title="current variant: run times",
-                   x_axis_label="µs", y_axis_label="runs", toolbar_location=None)
+                   x_range=Range1d(0, 1), y_range=Range1d(0, 1),
+                   x_axis_label="time", y_axis_label="runs", toolbar_location=None)
         f.quad(left="left", right="right", top="count", bottom=0, source=self.dist,
                fill_color="#4c72b0", line_color="white")
-        h = figure(width=_W, height=_H, title="variants tried (median)", x_axis_label="request",
-                   y_axis_label="µs", toolbar_location=None)
-        h.scatter("i", "us", source=self.hist, color="colour", alpha="alpha", size=8)
-        h.add_tools(HoverTool(tooltips=[("config", "@config"), ("median", "@us{0.00} µs"),
-                                        ("status", "@status")]))
+        h = figure(width=_W, height=_H, title="every result (median)", x_axis_label="result #",
+                   x_range=Range1d(0.5, 1.5), y_range=Range1d(0, 1),
+                   y_axis_label="median", toolbar_location=None)
+        h.scatter("i", "t", source=self.hist, color="colour", alpha="alpha", marker="marker",
+                  size=8, legend_field="kind")
+        h.legend.location = "top_left"
+        h.legend.label_text_font_size = "8pt"
+        h.legend.background_fill_alpha = 0.6
+        h.legend.padding = h.legend.spacing = 1
+        h.add_tools(HoverTool(tooltips=[("config", "@config"), ("median", "@text"),
+                                        ("status", "@status"), ("from", "@kind")]))
+        for fig in (f, h):
+            _quiet_axes(fig)
+        h.xaxis.ticker.min_interval = 1  # result numbers are whole
         self.figures = (f, h)
 
     def show_current(self, r: RunResult) -> None:
         """Replace the distribution with the current variant's runs (empty if not timed)."""
+        f = self.figures[0]
         if r.measurement is None:
             self.dist.data = {"left": [], "right": [], "count": []}
-            self.figures[0].title.text = f"current variant: {r.status.value}"
+            f.title.text = f"current variant: {r.status.value}"
             return
-        us = r.measurement.timing.times_ms * 1e3
-        counts, edges = np.histogram(us, bins=min(30, max(5, us.size // 8)))
+        t = r.measurement.timing
+        times, slow = central(np.asarray(t.times_ms))
+        unit, size = time_unit([float(np.max(times))])
+        vals = times / size
+        counts, edges = np.histogram(vals, bins=min(30, max(5, vals.size // 8)))
         self.dist.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
                           "count": counts.tolist()}
-        t = r.measurement.timing
-        self.figures[0].title.text = (f"current: median {t.median_ms * 1e3:.2f} µs, "
-                                      f"IQR {t.iqr_ms * 1e3:.2f} µs, n = {t.n}")
+        pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
+        f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
+        f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5
+        f.xaxis.axis_label = f"run time ({unit})" + (
+            f", {slow} slower run{'s' if slow > 1 else ''} not drawn" if slow else "")
+        noisy = " · NOISY" if noise_note(t) else ""
+        f.title.text = f"median {fmt_time(t.median_ms)} · IQR {fmt_time(t.iqr_ms)}{noisy}"
 
-    def add(self, r: RunResult, current: bool) -> None:
-        """Append one delivery to the history (stale ones drawn faint)."""
+    def add(self, r: RunResult, kind: str) -> None:
+        """Append one delivery (``kind``: current, stale or sweep) to the history; all are kept."""
         med = r.median_ms
-        row = {"i": len(self.hist.data["i"]) + 1,
-               "us": med * 1e3 if med is not None else float("nan"),
+        ok = med is not None and r.status is Status.OK
+        self._ms.append(med if ok else float("nan"))
+        marker, alpha = _KIND_STYLE[kind]
+        row = {"i": len(self._ms), "text": fmt_time(med) if med is not None else r.status.value,
                "config": _label(r.config), "status": r.status.value,
-               "colour": _STATUS_COLOUR.get(r.status, "#57606a"), "alpha": 1.0 if current else 0.35}
-        # Whole-column assignment, not stream(): a patch sent before the browser view existed
-        # (the first result arrives before the panel is displayed) was lost, so the first
-        # variant never showed (seen in JupyterLab and Notebook 7). 500 rows at most.
-        self.hist.data = {k: (list(v) + [row[k]])[-500:] for k, v in self.hist.data.items()}
-        ys = [y for y in self.hist.data["us"] if y == y]
+               "colour": _STATUS_COLOUR.get(r.status, "#57606a"), "alpha": alpha,
+               "marker": marker, "kind": KINDS[kind]}
+        unit, size = time_unit(self._ms)
+        # Whole-column assignment (not stream()): a view made later starts from the whole data.
+        data = {k: list(v) + [row[k]] for k, v in self.hist.data.items() if k != "t"}
+        data["t"] = scaled(self._ms, size)
+        self.hist.data = data
         h = self.figures[1]
+        h.yaxis.axis_label = f"median ({unit})"
+        ys = [y for y in data["t"] if y == y]
         if ys:
             lo, hi = min(ys), max(ys)
-            pad = (hi - lo) * 0.08 or hi * 0.05 or 1.0
-            h.y_range.start, h.y_range.end = lo - pad, hi + pad
-        h.x_range.start, h.x_range.end = 0.5, len(self.hist.data["i"]) + 0.5
+            pad = (hi - lo) * 0.12 or hi * 0.05 or 1.0
+            h.y_range.start, h.y_range.end = lo - pad, hi + pad * 2.5  # room for the legend
+        h.x_range.start, h.x_range.end = 0.5, len(self._ms) + 0.5
 
 
 class HeatmapPanel:
-    """(b) Median time over two tunables; tap a cell to select that config."""
+    """(b) Best median over two tunables; tap a cell to run the config drawn there.
+
+    With more tunables than the two axes, several configs share a cell: the cell shows the
+    fastest correct one (or the newest failure when none is correct) and holds that config in
+    full, so a tap runs exactly what the cell shows.
+    """
 
     def __init__(self, params: Sequence[Any]) -> None:
         self.params = {p.name: p for p in params}
-        self.source = ColumnDataSource({"x": [], "y": [], "us": [], "config": [], "text": []})
+        self.source = ColumnDataSource({"x": [], "y": [], "t": [], "config": [], "text": [],
+                                        "n": []})
         self.mapper = LinearColorMapper(palette=Viridis256, nan_color="#afb8c1")
-        self.fig = figure(width=_W, height=_H + 40, title="median time (µs), tap to select",
+        self.fig = figure(width=_W, height=_H + 40, title="best median per cell · tap to run it",
                           x_range=FactorRange(), y_range=FactorRange(),
                           toolbar_location=None, tools="")
         self.fig.rect("x", "y", 1, 1, source=self.source,
-                      fill_color={"field": "us", "transform": self.mapper}, line_color="white")
-        self.fig.add_tools(HoverTool(tooltips=[("config", "@config"), ("median", "@text")]),
-                           TapTool())
-        self.fig.add_layout(ColorBar(color_mapper=self.mapper, width=8), "right")
+                      fill_color={"field": "t", "transform": self.mapper}, line_color="white")
+        self.fig.add_tools(HoverTool(tooltips=[("config", "@config"), ("median", "@text"),
+                                               ("configs in cell", "@n")]), TapTool())
+        self.colorbar = ColorBar(color_mapper=self.mapper, width=8, title="µs")
+        self.fig.add_layout(self.colorbar, "right")
+        self.fig.title.text_font_size = "10pt"
         self.axes: tuple[str, str] | None = None
-        self.cells: dict[tuple[str, str], dict[str, Any]] = {}
+        #: cell -> {config label: (result, full config)}
+        self.cells: dict[tuple[str, str], dict[str, tuple[RunResult, dict[str, Any]]]] = {}
+        self.shown: list[dict[str, Any]] = []  # the full config drawn in each row of the source
 
     def set_axes(self, x: str, y: str | None, known: Sequence[RunResult]) -> None:
         """Choose the two tunables drawn (``y`` None for a one-parameter space)."""
@@ -113,42 +175,61 @@ class HeatmapPanel:
         self.fig.x_range.factors, self.fig.y_range.factors = xs, ys
         self.fig.xaxis.axis_label, self.fig.yaxis.axis_label = x, y or ""
         self.cells = {}
-        self.source.data = {"x": [], "y": [], "us": [], "config": [], "text": []}
         for r in known:
-            self.add(r)
+            self._put(r)
+        self._draw()
 
     def add(self, r: RunResult) -> None:
-        """Put a result in its cell (the newest result for a cell wins)."""
-        if self.axes is None:
-            return
-        x, y = self.axes
+        """Put a result in its cell (a config's newest result replaces its older one)."""
+        if self.axes is not None:
+            self._put(r)
+            self._draw()
+
+    def _put(self, r: RunResult) -> None:
+        x, y = self.axes or ("", "")
         key = (str(r.config.get(x)), str(r.config.get(y)) if y else "-")
-        med = r.median_ms
-        self.cells[key] = {"us": med * 1e3 if med is not None and r.status is Status.OK
-                           else float("nan"), "config": _label(r.config),
-                           "text": f"{med * 1e3:.2f} µs" if med is not None else r.status.value}
-        keys = list(self.cells)
-        finite = [c["us"] for c in self.cells.values() if np.isfinite(c["us"])]
+        self.cells.setdefault(key, {})
+        self.cells[key].pop(_label(r.config), None)  # re-insert: newest last
+        self.cells[key][_label(r.config)] = (r, dict(r.config))
+
+    @staticmethod
+    def _pick(entries: dict[str, tuple[RunResult, dict[str, Any]]]) -> tuple[RunResult, dict]:
+        ok = [e for e in entries.values() if e[0].status is Status.OK and e[0].median_ms]
+        if ok:
+            return min(ok, key=lambda e: e[0].median_ms)
+        return list(entries.values())[-1]
+
+    def _draw(self) -> None:
+        picks = {k: self._pick(v) for k, v in self.cells.items()}
+        ms = [r.median_ms if r.status is Status.OK and r.median_ms else float("nan")
+              for r, _ in picks.values()]
+        unit, size = time_unit(ms)
+        vals = scaled(ms, size)
+        finite = [v for v in vals if np.isfinite(v)]
         # all-NaN data leaves the mapper without a range and Bokeh draws nothing at all
         self.mapper.low = min(finite) if finite else 0.0
         self.mapper.high = max(finite) if finite and max(finite) > min(finite) else (
             (finite[0] * 1.01 + 1e-9) if finite else 1.0)
-        self.source.data = {"x": [k[0] for k in keys], "y": [k[1] for k in keys],
-                            **{c: [self.cells[k][c] for k in keys]
-                               for c in ("us", "config", "text")}}
+        self.colorbar.title = unit
+        keys = list(picks)
+        self.shown = [picks[k][1] for k in keys]
+        self.source.data = {
+            "x": [k[0] for k in keys], "y": [k[1] for k in keys], "t": vals,
+            "config": [_label(c) for c in self.shown],
+            "text": [fmt_time(r.median_ms) if r.median_ms is not None else r.status.value
+                     for r, _ in picks.values()],
+            "n": [len(self.cells[k]) for k in keys]}
 
     def config_at(self, index: int) -> dict[str, Any]:
-        """The (partial) config of the tapped cell, typed like the Space's values."""
-        x, y = self.axes or ("", "")
-        out = {}
-        for name, raw in ((x, self.source.data["x"][index]), (y, self.source.data["y"][index])):
-            if name:
-                out[name] = next(v for v in self.params[name].values if str(v) == raw)
-        return out
+        """Return the full config drawn in the tapped cell (every tunable, not only the axes)."""
+        return dict(self.shown[index])
 
 
 class RooflinePanel:
-    """(c) Arithmetic intensity vs achieved rate, under the device's measured ceilings."""
+    """(c) Arithmetic intensity vs achieved rate, under the device's measured ceilings.
+
+    Host time (an interpreter on a CPU) is not GPU time: no point is placed for it.
+    """
 
     def __init__(self, ceilings: Mapping[str, Any] | None) -> None:
         self.ceilings = dict(ceilings or {})
@@ -160,25 +241,32 @@ class RooflinePanel:
         f.scatter("ai", "tflops", source=self.point, size=10, color="#cf222e")
         f.add_tools(HoverTool(tooltips=[("variant", "@label"), ("TFLOP/s", "@tflops{0.000}"),
                                         ("FLOP/byte", "@ai{0.000}")]))
+        f.title.text_font_size = "10pt"
         self.fig = f
         bw, peak = self.ceilings.get("bandwidth_gbps"), self.ceilings.get("tflops")
         if bw and peak:
             ai = np.logspace(-2, 4, 60)
             self.roof.data = {"ai": ai.tolist(),
                               "tflops": np.minimum(ai * bw / 1e3, peak).tolist()}
-            f.title.text = (f"roofline: {bw:,.0f} GB/s, {peak:,.0f} TFLOP/s "
-                            f"({self.ceilings.get('source', 'measured')})")
+            self.title = f"roofline · {bw:,.0f} GB/s · {peak:,.0f} TFLOP/s"
         else:
-            f.title.text = "roofline: no measured ceilings for this device"
+            self.title = "roofline (no measured ceilings)"
+        f.title.text = self.title
 
     def show(self, r: RunResult) -> None:
-        """Place the current variant (needs flops and bytes from the cell)."""
+        """Place the current variant (needs flops and bytes from the cell, and GPU time)."""
         m = r.measurement
-        if m is None or not m.flops or not m.bytes:
+        host = m is not None and "host time" in m.timing.method
+        self.fig.visible = not host  # a roofline of interpreter host time would mislead
+        if m is None or not m.flops or not m.bytes or host:
             self.point.data = {"ai": [], "tflops": [], "label": []}
             return
         self.point.data = {"ai": [m.flops / m.bytes], "tflops": [m.tflops],
                            "label": [_label(r.config)]}
+
+
+#: 32 distinct colours, one per shared-memory bank
+BANK_COLOURS = tuple(Category20[20]) + tuple(Category20b[20][::2]) + tuple(Category20b[20][1:4:2])
 
 
 class SwizzlePanel:
@@ -190,8 +278,8 @@ class SwizzlePanel:
                    x_axis_label="element (column)", y_axis_label="row")
         f.rect("c", "r", 1, 1, source=self.source, fill_color="colour", line_color=None)
         f.add_tools(HoverTool(tooltips=[("row", "@r"), ("col", "@c"), ("bank", "@bank")]))
+        _quiet_axes(f)
         self.fig = f
-        self._palette = (Category20[20] * 2)[:32]
 
     def show(self, mode: Any, rows: int = 16, row_bytes: int = 128, elem_bytes: int = 2) -> None:
         """Draw ``rows`` x ``row_bytes`` of a row-major tile of ``elem_bytes`` elements."""
@@ -201,10 +289,9 @@ class SwizzlePanel:
         r, c = np.indices(banks.shape)
         self.source.data = {"r": r.ravel().tolist(), "c": c.ravel().tolist(),
                             "bank": banks.ravel().tolist(),
-                            "colour": [self._palette[b] for b in banks.ravel()]}
+                            "colour": [BANK_COLOURS[b] for b in banks.ravel()]}
         vec = 16
         row_c = conflicts(rows, cols, elem_bytes, sw, access="row", vector_bytes=vec)
         col_c = conflicts(rows, cols, elem_bytes, sw, access="column", vector_bytes=vec)
         self.fig.y_range.start, self.fig.y_range.end = rows - 0.5, -0.5
-        self.fig.title.text = (f"swizzle {sw.name}: 16-byte loads, row access {row_c}-way, "
-                               f"column access {col_c}-way")
+        self.fig.title.text = f"swizzle {sw.name}: rows {row_c}-way, columns {col_c}-way"

@@ -1,7 +1,8 @@
 /**
  * jupyter-ktune's JupyterLab plugins. This file only wires them; the logic
  * lives in `highlight.ts` (`%%kernel` highlighting), `renderer.ts` (the
- * editor-bundle renderer) and `marks.ts` (the CodeMirror marks and gutter).
+ * editor-bundle renderer), `marks.ts` (the CodeMirror marks and gutter) and
+ * `panel.ts` (the live panel, or its static snapshot without a kernel).
  */
 import {
   JupyterFrontEnd,
@@ -9,6 +10,7 @@ import {
 } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { registerPanelRenderer } from './panel';
 
 const highlight: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-ktune:highlight',
@@ -36,4 +38,18 @@ const editorMarks: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [highlight, editorMarks];
+const panel: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-ktune:panel',
+  description: 'Shows the %%kernel panel live, or its static snapshot when its widget is gone.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker): void => {
+    // no dynamic import here: the factory must be on a notebook's rendermime before its
+    // outputs render, or they go to the widget view (with "model not found" and no kernel)
+    const baseUrl = app.serviceManager.serverSettings.baseUrl;
+    tracker.forEach(nb => registerPanelRenderer(nb, baseUrl));
+    tracker.widgetAdded.connect((_t, nb) => registerPanelRenderer(nb, baseUrl));
+  }
+};
+
+export default [highlight, editorMarks, panel];

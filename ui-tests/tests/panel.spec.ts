@@ -1,0 +1,357 @@
+/**
+ * The live panel as a user sees it (issue 17): figures hold data on first render, after a
+ * reload and when reopened without its kernel; a heatmap tap runs the config drawn; the history
+ * holds every result; a refused move says what the plots show; arrow keys move a slider; a
+ * Triton syntax error is marked; three panels add little to the saved notebook.
+ *
+ * Screenshots go to test-results/screenshots/ (look at them).
+ */
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import type { Page } from '@playwright/test';
+import * as path from 'path';
+
+const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
+const NOTEBOOKS = path.resolve(__dirname, 'notebooks');
+const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.ipynb');
+
+test.use({ autoGoto: true, viewport: { width: 1600, height: 1000 } });
+test.setTimeout(300 * 1000);
+
+interface IFigure {
+  title: string;
+  rows: number;
+  visible: boolean;
+  inRange: boolean;
+}
+
+/** Per Bokeh document in the page (one per live panel): each figure's title, rows, visibility. */
+async function bokehDocs(page: Page): Promise<IFigure[][]> {
+  return page.evaluate(() => {
+    const B = (window as any).Bokeh;
+    if (!B) {
+      return [];
+    }
+    const docs = (B.documents as any[]).map(doc => {
+      const figs: IFigure[] = [];
+      for (const m of doc._all_models.values()) {
+        if (m.type === 'Figure' || (m.constructor && m.constructor.__name__ === 'Figure')) {
+          let rows = 0;
+          for (const r of m.renderers) {
+            const ds = r.data_source;
+            if (ds && ds.data) {
+              const cols = (ds.data instanceof Map ? [...ds.data.values()] : Object.values(ds.data)) as any[];
+              rows += cols.length ? cols[0].length : 0;
+            }
+          }
+          // the data lies inside the axes: bars of the histogram, points of the history
+          let inRange = true;
+          for (const r of m.renderers) {
+            const ds = r.data_source;
+            const get = (k: string) => (ds?.data instanceof Map ? ds.data.get(k) : ds?.data?.[k]) as number[] | undefined;
+            const [left, right, t] = [get('left'), get('right'), get('t')];
+            if (left && right && left.length) {
+              inRange &&= m.x_range.start <= Math.min(...left) && Math.max(...right) <= m.x_range.end;
+            }
+            const ts = (t ? Array.from(t) : []).filter(v => Number.isFinite(v));
+            if (get('i') && ts.length) {
+              inRange &&= m.y_range.start <= Math.min(...ts) && Math.max(...ts) <= m.y_range.end;
+            }
+          }
+          figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false, inRange });
+        }
+      }
+      return figs;
+    });
+    return docs.filter(d => d.length > 0);
+  });
+}
+
+/** Every visible figure of every panel that ran something holds data. */
+async function expectFiguresFilled(page: Page, panels: number): Promise<void> {
+  await expect
+    .poll(
+      async () => {
+        const docs = await bokehDocs(page);
+        const running = docs.filter(d => !d.some(f => f.title.startsWith('current variant: cannot run')));
+        const empty = running.flatMap(d => d.filter(f => f.visible && f.rows === 0).map(f => f.title));
+        const offAxes = running.flatMap(d => d.filter(f => !f.inRange).map(f => f.title));
+        return { panels: running.length, empty, offAxes };
+      },
+      { timeout: 60000 }
+    )
+    .toEqual({ panels, empty: [], offAxes: [] });
+}
+
+/** Wait until no panel badge says "running". */
+async function settled(page: Page): Promise<void> {
+  await expect(page.locator('.ktune-badge').first()).toBeVisible({ timeout: 120000 });
+  await expect(page.locator('.ktune-badge', { hasText: 'running' })).toHaveCount(0, { timeout: 120000 });
+}
+
+async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string, from = NOTEBOOKS) {
+  await page.contents.uploadFile(path.join(from, file), `${tmpPath}/${file}`);
+  await page.notebook.openByPath(`${tmpPath}/${file}`);
+  await page.notebook.activate(file);
+}
+
+/** Text of the config the badge shows (the current result's). */
+async function shownConfig(page: Page, n = 0): Promise<string> {
+  return (await page.locator('.ktune-badge code.ktune-shown').nth(n).textContent()) ?? '';
+}
+
+function consoleErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', msg => {
+    if (msg.type() === 'error') {
+      errors.push(msg.text());
+    }
+  });
+  page.on('pageerror', err => errors.push(String(err)));
+  return errors;
+}
+
+test('quickstart: figures hold data on first render, after a reload, and reopened with no kernel', async ({
+  page,
+  tmpPath
+}) => {
+  await openFixture(page, tmpPath, 'quickstart.ipynb', path.dirname(QUICKSTART));
+  const before = (await page.contents.getContentMetadata(`${tmpPath}/quickstart.ipynb`))!.size as number;
+  await page.notebook.run();
+  await settled(page);
+  await expectFiguresFilled(page, 2); // Triton and Pallas run here; CUDA cannot
+  // the CUDA panel says what can be done instead of drawing empty figures
+  await expect(page.locator('.ktune-cannot-run')).toHaveCount(1);
+  await page.locator('.jp-ktune-panel').nth(1).screenshot({ path: `${SHOTS}/panel-first-render.png` });
+  await page.locator('.jp-ktune-panel').nth(0).screenshot({ path: `${SHOTS}/panel-cannot-run.png` });
+
+  // move the Triton panel's BLOCK slider: the saved output must be this config's snapshot
+  const triton = page.locator('.jp-ktune-panel').nth(1);
+  const handle = triton.locator('.ktune-slider .noUi-handle').first();
+  await handle.scrollIntoViewIfNeeded();
+  await handle.click();
+  await page.keyboard.press('ArrowRight');
+  await expect.poll(() => shownConfig(page, 1), { timeout: 60000 }).toContain('BLOCK=2048');
+  await settled(page);
+  await page.waitForTimeout(1500); // the snapshot widget refreshes at most every 0.5 s
+  await page.notebook.save();
+
+  const saved = await page.evaluate(async p => {
+    const r = await fetch(`/api/contents/${p}?content=1`);
+    return (await r.json()).content;
+  }, `${tmpPath}/quickstart.ipynb`);
+  const after = JSON.stringify(saved).length;
+  const outputs = (saved.cells as any[]).flatMap(c => c.outputs ?? []);
+  const panels = outputs.filter(o => o.data && o.data['application/vnd.jupyter-ktune.panel+json']);
+  expect(panels).toHaveLength(3);
+  expect(panels[1].data['text/html']).toContain('BLOCK=2048'); // the config the user ended on
+  expect(JSON.stringify(saved)).not.toContain('bokehjs_load');
+  console.log(`saved notebook: ${before} -> ${after} bytes`);
+  expect(after - before).toBeLessThan(300 * 1024);
+
+  // reload with the kernel alive: the figures are filled again
+  await page.evaluate(() => location.reload());
+  await page.waitForSelector('.jp-ktune-panel', { timeout: 60000 });
+  await expectFiguresFilled(page, 2);
+  await page.locator('.jp-ktune-panel').nth(1).screenshot({ path: `${SHOTS}/panel-after-reload.png` });
+
+  // reopen without that kernel: the snapshot of the current config, and no console error
+  await page.kernel.shutdownAll();
+  await page.notebook.close(true);
+  const errors = consoleErrors(page);
+  await page.notebook.openByPath(`${tmpPath}/quickstart.ipynb`);
+  await page.notebook.activate('quickstart.ipynb');
+  await expect(page.locator('.jp-ktune-panel-static')).toHaveCount(3, { timeout: 60000 });
+  await page.waitForTimeout(5000); // time for a widget renderer to complain, if it would
+  await expect(page.locator('.jp-ktune-panel-static').nth(1)).toContainText('BLOCK=2048');
+  await expect(page.locator('.jp-ktune-panel-static svg').first()).toBeVisible();
+  await expect(page.getByText('model not found')).toHaveCount(0);
+  await page.locator('.jp-ktune-panel-static').nth(1).scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${SHOTS}/panel-reopened-no-kernel.png` });
+  expect(errors.filter(e => !e.includes('favicon'))).toEqual([]);
+});
+
+test('a heatmap tap runs exactly the config drawn in the cell; the history holds every result', async ({
+  page,
+  tmpPath
+}) => {
+  await openFixture(page, tmpPath, 'panel_fixture.ipynb');
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  await settled(page);
+  await page.notebook.setCell(2, 'code', "rep = p.tune('exhaustive', budget=14)\nprint('history', len(p.history))");
+  await page.notebook.runCell(2);
+  const printed = (await page.notebook.getCellTextOutput(2))!.join('');
+  const total = Number(/history (\d+)/.exec(printed)![1]);
+  expect(total).toBeGreaterThanOrEqual(15);
+  await settled(page);
+  await expect
+    .poll(async () => (await bokehDocs(page))[0].find(f => f.title.startsWith('every result'))!.rows, {
+      timeout: 30000
+    })
+    .toBe(total);
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/panel-history-after-sweep.png` });
+
+  // a cell whose drawn config differs from the current one in a tunable that is not an axis
+  const current = await shownConfig(page);
+  const warps = /num_warps=(\d+)/.exec(current)![1];
+  const target = await page.evaluate(w => {
+    const B = (window as any).Bokeh;
+    const models = (B.documents as any[]).flatMap(d => [...d._all_models.values()]);
+    for (const m of models) {
+      if (m.title && m.title.text && m.title.text.startsWith('best median per cell')) {
+        const ds = m.renderers[0].data_source;
+        const get = (k: string) => (ds.data instanceof Map ? ds.data.get(k) : ds.data[k]) as any[];
+        const configs = get('config');
+        const i = configs.findIndex((c: string) => !c.includes(`num_warps=${w}`));
+        if (i >= 0) {
+          ds.selected.indices = [i]; // what the TapTool does on a click
+          return configs[i] as string;
+        }
+      }
+    }
+    return null;
+  }, warps);
+  expect(target).not.toBeNull();
+  await expect.poll(() => shownConfig(page), { timeout: 60000 }).toBe(target);
+  await settled(page);
+  expect(await shownConfig(page)).toBe(target);
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/panel-heatmap-tap.png` });
+});
+
+test('a refused move keeps the sliders and says which config the plots show, with the numbers', async ({
+  page,
+  tmpPath
+}) => {
+  await openFixture(page, tmpPath, 'panel_fixture.ipynb');
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  await settled(page);
+  const panel = page.locator('.jp-ktune-panel').first();
+  const unroll = panel.locator('.ktune-slider', { hasText: 'UNROLL' }).locator('.noUi-handle');
+  await unroll.click();
+  await page.keyboard.press('ArrowRight'); // UNROLL 1 -> 2
+  await settled(page);
+  const block = panel.locator('.ktune-slider', { hasText: 'BLOCK' }).locator('.noUi-handle');
+  await block.click();
+  for (let i = 0; i < 3; i++) {
+    await page.keyboard.press('ArrowRight'); // 128 -> 1024: 1024 * 2 > 1024 is refused
+  }
+  const banner = panel.locator('.ktune-refusal');
+  await expect(banner).toContainText('not run', { timeout: 30000 });
+  await expect(banner).toContainText('2,048 > 1,024');
+  await settled(page);
+  const shown = await shownConfig(page);
+  await expect(banner).toContainText(`The badge and plots show ${shown}`);
+  expect(shown).toContain('UNROLL=2');
+  await expect(panel.locator('.ktune-slider', { hasText: 'BLOCK' }).locator('.widget-readout')).toHaveText('1024');
+  // the distribution figure is the shown config's: its title is the badge's median
+  const median = (await panel.locator('.ktune-badge b').textContent())!.trim().split(' median')[0].trim();
+  const titles = (await bokehDocs(page))[0].map(f => f.title);
+  expect(titles.some(t => t.startsWith(`median ${median}`))).toBe(true);
+  await panel.screenshot({ path: `${SHOTS}/panel-refused-move.png` });
+});
+
+test('arrow keys move a focused slider in JupyterLab, not the cell selection', async ({ page, tmpPath }) => {
+  await openFixture(page, tmpPath, 'panel_fixture.ipynb');
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  await settled(page);
+  const slider = page.locator('.jp-ktune-panel .ktune-slider', { hasText: 'BLOCK' });
+  await slider.locator('.noUi-handle').click();
+  const active = () => page.evaluate(() => (window as any).jupyterapp.shell.currentWidget.content.activeCellIndex);
+  const cell = await active();
+  await page.keyboard.press('ArrowRight');
+  await expect(slider.locator('.widget-readout')).toHaveText('256');
+  await page.keyboard.press('ArrowDown'); // noUiSlider: one step back
+  await expect(slider.locator('.widget-readout')).toHaveText('128');
+  expect(await active()).toBe(cell);
+  await page.screenshot({ path: `${SHOTS}/panel-arrow-keys-lab.png` });
+});
+
+test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, baseURL }) => {
+  await page.contents.uploadFile(path.join(NOTEBOOKS, 'panel_fixture.ipynb'), `${tmpPath}/nb7.ipynb`);
+  const nb7 = await page.context().newPage();
+  await nb7.setViewportSize({ width: 1600, height: 1000 });
+  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/nb7.ipynb`);
+  await nb7.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 60000 });
+  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
+  await nb7.waitForTimeout(3000); // kernel start
+  for (let i = 0; i < 2; i++) {
+    await nb7.keyboard.press('Shift+Enter');
+  }
+  await settled(nb7);
+  const slider = nb7.locator('.jp-ktune-panel .ktune-slider', { hasText: 'BLOCK' });
+  await slider.locator('.noUi-handle').click();
+  const activeCell = () => nb7.locator('.jp-Notebook .jp-Cell.jp-mod-active').getAttribute('data-windowed-list-index');
+  const cell = await activeCell();
+  await nb7.keyboard.press('ArrowRight');
+  await expect(slider.locator('.widget-readout')).toHaveText('256');
+  await nb7.keyboard.press('ArrowDown'); // the key Notebook 7 took to select the next cell
+  await expect(slider.locator('.widget-readout')).toHaveText('128');
+  expect(await activeCell()).toBe(cell);
+  await nb7.screenshot({ path: `${SHOTS}/panel-arrow-keys-notebook7.png` });
+  await settled(nb7);
+  await nb7.waitForTimeout(1000);
+  await nb7.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await nb7.screenshot({ path: `${SHOTS}/panel-notebook7.png` });
+  await nb7.close();
+});
+
+test('a Triton syntax error is marked on its line in the editor', async ({ page, tmpPath }) => {
+  await openFixture(page, tmpPath, 'triton_syntax_error.ipynb');
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  const input = (await page.notebook.getCellInputLocator(1))!;
+  const marked = input.locator('.cm-line.jp-ktune-diag-line');
+  await expect(marked).toHaveCount(1, { timeout: 60000 });
+  await expect(marked).toContainText('offs = tl.arange(0, BLOCK');
+  await input.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${SHOTS}/panel-triton-syntax-error.png` });
+});
+
+/** Labels and readouts cut by their box (text wider than the element). */
+async function cutLabels(page: Page): Promise<string[]> {
+  return page.evaluate(() =>
+    Array.from(document.querySelectorAll('.jp-ktune-panel .widget-label, .jp-ktune-panel .widget-readout, .jp-ktune-panel button'))
+      .filter(e => (e as HTMLElement).offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+      .map(e => e.textContent ?? '')
+  );
+}
+
+for (const width of [1600, 1280]) {
+  test(`docs: the panel on a CPU run at ${width} px, nothing cut`, async ({ page, tmpPath }) => {
+    await page.setViewportSize({ width, height: 1000 });
+    await openFixture(page, tmpPath, 'panel_fixture.ipynb');
+    await page.notebook.runCell(0);
+    await page.notebook.runCell(1);
+    await settled(page);
+    const panel = page.locator('.jp-ktune-panel').first();
+    const warps = panel.locator('.ktune-slider', { hasText: 'num_warps' }).locator('.noUi-handle');
+    await warps.click();
+    await page.keyboard.press('ArrowRight');
+    await settled(page);
+    await panel.locator('button', { hasText: 'Autotune' }).click();
+    await expect(panel.locator('details', { hasText: 're-timed' })).toHaveCount(1, { timeout: 180000 });
+    await settled(page);
+    await page.waitForTimeout(1500);
+    expect(await cutLabels(page)).toEqual([]);
+    await expectFiguresFilled(page, 1); // after a sweep and a winner run: data inside the axes
+    const overflow = await panel.evaluate(e => e.scrollWidth - e.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(1);
+    await panel.evaluate(e => e.scrollIntoView({ block: 'start' })); // what the user sees
+    await page.screenshot({ path: `${SHOTS}/docs-panel-cpu-lab-${width}.png` });
+  });
+}
+
+// The GPU screenshot for docs/: a panel replayed from results saved on the GPU machine with
+// jupyter_ktune.ui.replay.save_panel (KTUNE_PANEL_REPLAY=/path/to/run.panel.pkl).
+const REPLAY = process.env.KTUNE_PANEL_REPLAY;
+test('docs: a panel replayed from saved GPU results', async ({ page }) => {
+  test.skip(!REPLAY, 'set KTUNE_PANEL_REPLAY to a saved panel (jupyter_ktune.ui.replay.save_panel)');
+  await page.notebook.createNew('replay.ipynb');
+  await page.notebook.setCell(0, 'code', `from jupyter_ktune.ui.replay import load_panel\nload_panel(${JSON.stringify(REPLAY)})`);
+  await page.notebook.runCell(0);
+  await settled(page);
+  await page.waitForTimeout(1500);
+  await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/docs-panel-gpu.png` });
+});
