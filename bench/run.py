@@ -126,6 +126,9 @@ REGISTRY: dict[str, Bench] = {
     "corpus": Bench(
         "../tests/corpus/run_corpus.py", "--device --json {out}/corpus.json --markdown", 300,
         "Do the published kernels of the compatibility corpus verify on the device, and how fast?"),
+    "panel_gpu_snapshot": Bench(
+        "panel_gpu_snapshot.py", "--out {out}", 200,
+        "What does the live panel show for a GPU run (saved for the docs screenshot)?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "
