@@ -35,6 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+# the worker unpickles the entries' inputs/reference by reference: it must import corpus.* too
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT / "tests"), str(ROOT / "bench"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def corpus_entries() -> dict[str, Any]:
