@@ -38,7 +38,7 @@ REQUIREMENTS: dict[str, Requirement] = {r.module: r for r in (
                 "command does"),
     Requirement("jax", "the Pallas backend", "python -m pip install jax",
                 'on an NVIDIA GPU: python -m pip install "jax[cuda13]"'),
-    Requirement("cupy", "running CUDA C++ cells on a GPU (the static report works without it)",
+    Requirement("cupy", "CUDA C++ on a GPU",
                 'python -m pip install "jupyter_ktune[cuda]"'),
     Requirement("ml_dtypes", "bfloat16 and fp8 inputs", "python -m pip install ml_dtypes"),
     Requirement("optuna", "the TPE strategy", 'python -m pip install "jupyter_ktune[sweep]"'),

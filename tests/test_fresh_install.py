@@ -89,7 +89,7 @@ def problems(name: str, text: str) -> list[str]:
     found = [f"{name}: {m.group(0)[:300]}" for m in RESULT_LINE.finditer(text)
              if m.group("status") in BROKEN
              or ("not installed" in m.group("reason")
-                 and not any(dep in m.group("reason") for dep in MAY_BE_MISSING))]
+                 and not any(dep.lower() in m.group("reason").lower() for dep in MAY_BE_MISSING))]
     if "No module named" in text:
         found.append(f"{name}: a module is missing: "
                      f"{text[text.find('No module named'):][:120]}")

@@ -54,7 +54,7 @@ def test_require_imports_or_raises_cannot_run(monkeypatch):
 
 def test_the_device_reason_is_the_message_without_the_prefix():
     assert str(missing_dependency("cupy")) == f"[ktune] {missing_reason('cupy')}"
-    assert missing_reason("cupy").startswith("running CUDA C++ cells on a GPU")
+    assert missing_reason("cupy").startswith("CUDA C++ on a GPU needs cupy")
 
 
 def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):

@@ -85,7 +85,8 @@ async function expectFiguresFilled(page: Page, panels: number): Promise<void> {
 /** Wait until no panel badge says "running". */
 async function settled(page: Page): Promise<void> {
   await expect(page.locator('.ktune-badge').first()).toBeVisible({ timeout: 120000 });
-  await expect(page.locator('.ktune-badge', { hasText: 'running' })).toHaveCount(0, { timeout: 120000 });
+  // a pending request's badge starts with "running"; a result's reason may contain the word
+  await expect(page.locator('.ktune-badge', { hasText: /^\s*running\s/ })).toHaveCount(0, { timeout: 120000 });
 }
 
 async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string, from = NOTEBOOKS) {

@@ -46,7 +46,7 @@ from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
-from jupyter_ktune.requirements import missing_reason
+from jupyter_ktune.requirements import install_hint
 from jupyter_ktune.spec import KernelSpec
 
 # CUDA errors after which the context is unusable (sticky): the worker must restart.
@@ -80,8 +80,9 @@ class CudaBackend:
         try:
             import cupy
         except ImportError:
-            return DeviceInfo(False, "no CuPy", reason="CUDA C++ cannot run here: "
-                              + missing_reason("cupy"))
+            return DeviceInfo(False, "no CuPy", reason="CUDA C++ cannot run here without CuPy "
+                              "and an NVIDIA GPU; the static report works without them. "
+                              + install_hint("cupy"))
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # noqa: BLE001 - no driver / no device
