@@ -158,3 +158,16 @@ def test_the_empty_kernels_own_run_is_added_back_from_graph_replay():
     timing = time_kernel(t.launch, t, TimingPlan(budget_ms=20))
     assert timing.median_ms == pytest.approx(0.048)   # 50 - (3 - 1)
     assert "less its own run, 1.00 us by graph replay" in timing.method
+
+
+def test_host_time_is_described_without_device_vocabulary():
+    """An interpreter's run is timed by the host clock: its method names that clock and never
+    speaks of events, an event overhead or an L2 flush (issue 17: GPU words on a CPU run)."""
+    import time as _time
+
+    from jupyter_ktune.measure.timing import HostClock
+
+    timing = time_kernel(lambda: _time.sleep(0.001), HostClock("Triton interpreter, host time"),
+                         TimingPlan(budget_ms=30))
+    assert timing.method.startswith("Triton interpreter, host time: the host clock around each")
+    assert "event" not in timing.method and "L2 flushed" not in timing.method

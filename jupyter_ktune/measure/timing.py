@@ -330,6 +330,12 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         flush_txt = f"L2 flushed before each run ({timer.l2_flush_bytes >> 20} MiB read)"
     if use_cupti:
         clock = "CUPTI kernel records (the kernel's own GPU start/end)"
+    elif isinstance(timer, HostClock):  # no device events: say what the clock is, in its words
+        clock = (f"{timer.name}: the host clock around each launch"
+                 + ("" if not plan.kernel_clock else f" ({no_cupti})"))
+        if plan.subtract_floor:
+            clock += (f" minus the cost of an empty call {overhead_ms * 1e3:.2f} us (median of "
+                      "51 empty calls timed the same way)")
     else:
         clock = (f"{timer.name} events around each launch"
                  + ("" if not plan.kernel_clock else f" ({no_cupti})"))
