@@ -129,6 +129,9 @@ REGISTRY: dict[str, Bench] = {
     "panel_gpu_snapshot": Bench(
         "panel_gpu_snapshot.py", "--out {out}", 200,
         "What does the live panel show for a GPU run (saved for the docs screenshot)?"),
+    "verify_phase_probe": Bench(
+        "verify_phase_probe.py", "--out {out}", 150,
+        "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "
