@@ -112,3 +112,21 @@ def worker():
 
     with DeviceWorker() as w:
         yield w
+
+
+@pytest.fixture
+def cli_kernel(tmp_path):
+    """Write a saved ``%%kernel`` cell and its ``--setup`` file for the ``ktune`` command:
+    ``cli_kernel(line, src) -> (kernel_path, setup_path)`` (x -> 2x over 64 floats)."""
+
+    def write(line: str, src: str):
+        kernel = tmp_path / "k.py"
+        kernel.write_text(f"# %%kernel {line}\n{src}")
+        setup = tmp_path / "setup.py"
+        setup.write_text("import numpy as np\n"
+                         "def inputs():\n    x = np.random.rand(64)\n"
+                         "    return dict(x=x, y=np.empty_like(x), n=64)\n"
+                         "def reference(x, y, n):\n    return 2 * x\n")
+        return kernel, setup
+
+    return write

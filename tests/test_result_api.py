@@ -140,16 +140,10 @@ def test_device_time_still_ranks_launch_options():
     assert v.text().startswith("winner BLOCK=64 num_warps=8, faster than BLOCK=64 num_warps=4")
 
 
-def test_cli_tune_counts_the_retiming_apart_from_the_sweep(tmp_path, capsys):
+def test_cli_tune_counts_the_retiming_apart_from_the_sweep(tmp_path, capsys, cli_kernel):
     from jupyter_ktune.cli import main
 
-    kernel = tmp_path / "k.py"
-    kernel.write_text(f"# %%kernel {LINE}\n{SRC}")
-    setup = tmp_path / "setup.py"
-    setup.write_text("import numpy as np\n"
-                     "def inputs():\n    x = np.random.rand(64)\n"
-                     "    return dict(x=x, y=np.empty_like(x), n=64)\n"
-                     "def reference(x, y, n):\n    return 2 * x\n")
+    kernel, setup = cli_kernel(LINE, SRC)
     code = main(["tune", str(kernel), "--setup", str(setup), "--strategy", "exhaustive",
                  "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--top-k", "2"])
     err = capsys.readouterr().err.splitlines()

@@ -195,16 +195,10 @@ def test_panel_autotune_button_streams_results_and_selects_the_winner(worker, tm
         session.close()
 
 
-def test_cli_tune_prints_the_report_and_the_export(tmp_path, capsys):
+def test_cli_tune_prints_the_report_and_the_export(tmp_path, capsys, cli_kernel):
     from jupyter_ktune.cli import main
 
-    kernel = tmp_path / "k.py"
-    kernel.write_text(f"# %%kernel {LINE}\n{SRC}")
-    setup = tmp_path / "setup.py"
-    setup.write_text("import numpy as np\n"
-                     "def inputs():\n    x = np.random.rand(64)\n"
-                     "    return dict(x=x, y=np.empty_like(x), n=64)\n"
-                     "def reference(x, y, n):\n    return 2 * x\n")
+    kernel, setup = cli_kernel(LINE, SRC)
     code = main(["tune", str(kernel), "--setup", str(setup), "--strategy", "random",
                  "--budget", "4", "--store", str(tmp_path / "s.sqlite"), "--workers", "1",
                  "--export", "cpp", "--top-k", "2"])
