@@ -22,6 +22,25 @@ def start_worker(backend: str) -> float:
     return time.perf_counter() - t0
 
 
+def start_pool(backend: str) -> float:
+    """Start the process's compile pool as a sweep on one GPU sizes it (every CPU but the
+    worker's) and wait until each process has imported the compiler; return the seconds.
+
+    Like the worker, the pool outlives sweeps (``runners.shared_pool``), so it is paid once
+    per session and stated apart.
+    """
+    import os
+
+    from jupyter_ktune.tune.runners import shared_pool, warm_up
+
+    t0 = time.perf_counter()
+    n = max(1, (os.cpu_count() or 2) - 1)
+    pool = shared_pool(n, backend)
+    for f in [pool.submit(warm_up, backend) for _ in range(2 * n)]:
+        f.result()
+    return time.perf_counter() - t0
+
+
 def breakdown(report: Any, wall_s: float) -> dict[str, float]:
     """Seconds per phase over a sweep (``report``: a TuneReport), ``other`` = the rest."""
     out: dict[str, float] = {}
@@ -31,6 +50,11 @@ def breakdown(report: Any, wall_s: float) -> dict[str, float]:
     prep = report.info.get("prepare_ms") or {}
     out["prepare"] = sum(prep.values()) / 1e3
     out["other (compile, queue, host)"] = max(wall_s - sum(out.values()), 0.0)
+    pool = report.info.get("pool_compiles") or {}
+    if pool:  # CPU seconds in the pool's processes, beside (not part of) the wall time
+        out["pool compiles (CPU, summed)"] = pool["sum_s"]
+        out["pool compile longest"] = pool["max_s"]
+        out["first compile back at"] = pool["first_back_s"]
     return {k: round(v, 3) for k, v in out.items()}
 
 

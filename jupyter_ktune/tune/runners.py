@@ -62,9 +62,14 @@ def detect_gpus() -> int:
 
 
 def precompile(blob: bytes) -> bytes:
-    """Pool task: compile one (spec, config) ahead; returns the pickled static report or failure."""
+    """Pool task: compile one (spec, config) ahead; returns the pickled ``(static report or
+    failure, seconds the task took in its process)``."""
     from jupyter_ktune.backends import get_backend
 
+    import time
+
+    t0 = time.perf_counter()
+    os.environ["KTUNE_COMPILE_ONLY"] = "1"  # a pool process compiles, never launches
     spec, config = cloudpickle.loads(blob)
     backend = get_backend(spec.backend)
     try:
@@ -74,14 +79,16 @@ def precompile(blob: bytes) -> bytes:
         out = exc
     except Exception as exc:  # noqa: BLE001 - the worker will report it with its own context
         out = KtuneError(f"[ktune] precompile failed: {type(exc).__name__}: {exc}")
+    seconds = time.perf_counter() - t0  # in this process: imports, inputs' types, compile
     try:
-        return cloudpickle.dumps(out)
+        return cloudpickle.dumps((out, seconds))
     except Exception:  # noqa: BLE001
-        return cloudpickle.dumps(None)
+        return cloudpickle.dumps((None, seconds))
 
 
 #: Modules a pool process imports before its first compile, per backend (seconds each).
-_COMPILER_MODULES: dict[str, tuple[str, ...]] = {"triton": ("triton", "triton.compiler")}
+_COMPILER_MODULES: dict[str, tuple[str, ...]] = {
+    "triton": ("torch", "triton", "triton.compiler", "triton.runtime.jit")}
 
 
 def warm_up(backend: str) -> None:
@@ -110,6 +117,26 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
         for _ in range(workers):
             pool.submit(warm_up, backend)
     return pool
+
+
+def unpack_precompiled(future: Future) -> tuple[Any, float | None]:
+    """``(static report, failure or None; seconds in the pool process or None)`` of a done
+    :func:`precompile` future."""
+    if future.exception() is not None:
+        return None, None
+    return cloudpickle.loads(future.result())
+
+
+def pool_summary(compiled: list[tuple[float, float | None]]) -> dict[str, float]:
+    """The compile pool's share of a sweep, from ``(seconds into the sweep it came back,
+    seconds it took in its pool process)`` per compile: how many, their summed and longest
+    time, and when the first came back (issue 21)."""
+    compiled = [(at, s) for at, s in compiled if s is not None]
+    if not compiled:
+        return {}
+    return {"n": len(compiled), "sum_s": round(sum(s for _, s in compiled), 3),
+            "max_s": round(max(s for _, s in compiled), 3),
+            "first_back_s": round(min(at for at, _ in compiled), 3)}
 
 
 _pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}

@@ -32,8 +32,9 @@ from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
-from jupyter_ktune.tune.report import Evaluation, TuneReport, decide
-from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, precompile, shared_pool
+from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
+from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, pool_summary
+from jupyter_ktune.tune.runners import precompile, shared_pool, unpack_precompiled
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
@@ -80,31 +81,6 @@ class TuneOptions:
     shape: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
-class Progress:
-    """Handed to ``on_result`` after every evaluation (and once per re-timed candidate)."""
-
-    done: int
-    total: int
-    elapsed_s: float
-    eta_s: float | None
-    best: StoredResult | None
-    result: StoredResult
-    cached: bool
-    stage: str = "sweep"
-    retimed: tuple[int, int] = (0, 0)  # in the "final" stage: (re-timed so far, of how many)
-
-    def text(self) -> str:
-        """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs``."""
-        s = int(self.eta_s or 0)
-        eta = "" if self.eta_s is None else f" · ETA {s // 60}:{s % 60:02d}"
-        best = "" if self.best is None else \
-            f" · best {self.best.config.label()}: {self.best.median_ms * 1e3:.2f} µs"  # type: ignore[operator]
-        stage = (f" · re-timing the top candidates {self.retimed[0]}/{self.retimed[1]}"
-                 if self.stage == "final" else "")
-        return f"{self.done}/{self.total}{eta}{best}{stage}"
-
-
 def _open_store(store: Store | str | Path | None) -> tuple[Store, bool]:
     if isinstance(store, Store):
         return store, False
@@ -140,6 +116,7 @@ class Sweep:
         self.options = options or TuneOptions()
         self._stop = self.options.stop or threading.Event()
         self.progress: Progress | None = None
+        self._compiled: list[tuple[float, float | None]] = []  # (back at, took), see pool_summary
         self.report: TuneReport | None = None
 
     def stop(self) -> None:
@@ -193,6 +170,7 @@ class Sweep:
                 stopped=self.stopped, valid_configs=n_valid, warm=moved,
                 info={"store": str(store.path), "device_slots": runner.slots,
                       "compile_workers": pool_size, "prepare_ms": prepared,
+                      "pool_compiles": pool_summary(self._compiled),
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
@@ -285,7 +263,8 @@ class Sweep:
             for f in done:
                 if f in compiling:
                     c = compiling.pop(f)
-                    static = cloudpickle.loads(f.result()) if f.exception() is None else None
+                    static, seconds = unpack_precompiled(f)
+                    self._compiled.append((time.perf_counter() - t0, seconds))
                     excess = static_excess(static, limits) if static is not None else None
                     if isinstance(static, CompileFailure) and static.diagnostics:
                         result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),
@@ -395,3 +374,4 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
 def replay_store(store: Store, key: StoreKey) -> Mapping[Config, float | None]:
     """Return the stored sweep medians under ``key`` (failures as None), for strategy replays."""
     return {r.config: (r.median_ms if r.ok else None) for r in store.results(key)}
+

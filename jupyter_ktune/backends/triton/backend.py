@@ -43,7 +43,8 @@ from jupyter_ktune.backends.triton.interpreter import (
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
-from jupyter_ktune.backends.triton.launch import TritonVariant
+from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder
+from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
     ensure_allocator,
@@ -159,8 +160,8 @@ class TritonBackend:
                spec.options.arch)
         request = ts.AotRequest(module.__file__, spec.name, types,
                                 {k: as_constexpr(v) for k, v in constexprs.items()},
-                                frozenset(aligned),
-                                options, spec.options.arch, sig.def_lines)
+                                frozenset(aligned), options, spec.options.arch, sig.def_lines,
+                                launch=_launch_placeholders(spec, sig, kernel, config, host))
         with self._aot_lock:
             if key not in self._aot:
                 self._aot[key] = (ts.run_in_subprocess(request) if self.interpret
@@ -260,6 +261,23 @@ class TritonBackend:
         """The cached module file the kernel was imported from (its lines are cell lines)."""
         code = getattr(getattr(getattr(variant, "kernel", None), "fn", None), "__code__", None)
         return code.co_filename if code is not None else None
+
+
+def _launch_placeholders(spec: KernelSpec, sig: Any, kernel: Any, config: Config,
+                         host: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The worker's launch arguments for ``config`` with arrays as dtype placeholders, or None
+    when they cannot be built or sent (then the compile is ahead of time, see :mod:`.jit_warm`).
+    """
+    import pickle
+
+    variant = TritonVariant(spec, sig, kernel, config, "cpu")
+    try:
+        kwargs, _ = call_arguments(variant, host,
+                                   lambda _name, value: ArrayPlaceholder(ts.dtype_name(value)))
+        pickle.dumps(kwargs)  # the interpreter's worker sends them to a compile child
+    except Exception:  # noqa: BLE001 - a missing value is bind()'s to report, with its fix
+        return None
+    return kwargs
 
 
 def _default(kernel: Any, param: str) -> Any:

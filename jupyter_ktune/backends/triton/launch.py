@@ -11,7 +11,7 @@ function is cloned as it is (its strides kept), without guards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -98,41 +98,21 @@ class TritonBound:
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
         self.inputs: dict[str, tuple[Any, np.dtype]] = {}
         self._guards: dict[str, Guarded] = {}
-        self.kwargs: dict[str, Any] = {}
-        for p in sig.runtime:
-            if p in host_args:
-                value = host_args[p]
-            elif p in cfg:
-                value = cfg[p]
-            elif p in sig.defaults:
-                continue
-            else:
-                raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
-                                fix=f"Return '{p}' from the inputs function (it returned "
-                                    f"{', '.join(host_args) or 'nothing'}).")
-            # a torch tensor from the inputs function, or a NumPy array
-            if isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
-                dtype = value.dtype if isinstance(value, np.ndarray) else _np_dtype(value)
-                value, guards = _guarded(value, variant.device)
-                if guards is not None:
-                    self._guards[p] = guards
-                (self.outputs if p in spec.outputs else self.inputs)[p] = (value, dtype)
-            self.kwargs[p] = value
-        self.kwargs.update(variant.constexprs)
-        self.constexprs = {**variant.constexprs, **given_constexprs(variant, host_args)}
-        self.kwargs.update(self.constexprs)
-        self.kwargs.update(variant.options)
-        heuristic = apply_heuristics(variant.chain, self.kwargs)
-        self.kwargs.update(heuristic)
-        self.constexprs.update(heuristic)
-        missing = [p for p in sig.constexprs if p not in self.kwargs and p not in sig.defaults]
-        if missing:
-            raise no_value(variant, missing[0], host_args)
+        self.kwargs, self.constexprs = call_arguments(variant, host_args, self._array)
         env: dict[str, Any] = {**variant.limits, **host_args, **self.constexprs, **cfg}
         grid = spec.grid(env)  # type: ignore[misc]
         self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
         self._hooks = Hooks(variant.chain, cfg, self.kwargs)
         self._launcher = variant.chain.jit[self.grid]
+
+    def _array(self, name: str, value: Any) -> Any:
+        """The guarded device copy of one array argument (outputs and inputs recorded)."""
+        dtype = value.dtype if isinstance(value, np.ndarray) else _np_dtype(value)
+        tensor, guards = _guarded(value, self.variant.device)
+        if guards is not None:
+            self._guards[name] = guards
+        (self.outputs if name in self.variant.spec.outputs else self.inputs)[name] = (tensor, dtype)
+        return tensor
 
     def launch(self) -> None:
         """Enqueue the kernel (the interpreter runs it right away), with the autotuner's
@@ -188,6 +168,44 @@ class TritonBound:
         warps = int(self.variant.options.get("num_warps", 4))
         return {"grid": self.grid, "block": (32 * warps, 1, 1), "kernel": self.variant.spec.name,
                 "options": dict(self.variant.options), "constexprs": dict(self.constexprs)}
+
+
+def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
+                   array: Callable[[str, Any], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(keyword arguments of the launch, constexpr values)`` for one config.
+
+    ``array(name, value)`` turns each array argument into what the kernel gets: a guarded
+    device tensor at launch, a dtype placeholder when the compile pool warms Triton's cache
+    (:mod:`.static`). Both sides build their arguments here, so the pool compiles exactly the
+    specialisation the worker's first launch looks up (issue 21).
+    """
+    sig, cfg = variant.sig, variant.values
+    kwargs: dict[str, Any] = {}
+    for p in sig.runtime:
+        if p in host_args:
+            value = host_args[p]
+        elif p in cfg:
+            value = cfg[p]
+        elif p in sig.defaults:
+            continue
+        else:
+            raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
+                            fix=f"Return '{p}' from the inputs function (it returned "
+                                f"{', '.join(host_args) or 'nothing'}).")
+        if isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
+            value = array(p, value)  # a NumPy array or a torch tensor from the inputs
+        kwargs[p] = value
+    kwargs.update(variant.constexprs)
+    constexprs = {**variant.constexprs, **given_constexprs(variant, host_args)}
+    kwargs.update(constexprs)
+    kwargs.update(variant.options)
+    heuristic = apply_heuristics(variant.chain, kwargs)
+    kwargs.update(heuristic)
+    constexprs.update(heuristic)
+    missing = [p for p in sig.constexprs if p not in kwargs and p not in sig.defaults]
+    if missing:
+        raise no_value(variant, missing[0], host_args)
+    return kwargs, constexprs
 
 
 def _np_dtype(tensor: Any) -> np.dtype:

@@ -27,6 +27,11 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
+from jupyter_ktune.backends.triton.jit_warm import (
+    COMPILE_ONLY_ENV,
+    WarmUnavailable,
+    warm_compile,
+)
 from jupyter_ktune.errors import CompileFailure, Diagnostic
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
@@ -100,6 +105,10 @@ class AotRequest:
     options: Mapping[str, int]
     arch: str
     def_lines: Mapping[str, int]
+    #: The launch's keyword arguments (arrays as ArrayPlaceholder), built like the worker's
+    #: (:func:`..launch.call_arguments`): then the compile goes through the JIT's own path and
+    #: lands in Triton's cache under the key the worker's first launch looks up.
+    launch: Mapping[str, Any] | None = None
 
     def run(self) -> AotKernel | CompileFailure:
         """Compile here; in a process that imported triton for its interpreter, use
@@ -119,9 +128,17 @@ class AotRequest:
             if asks_for_target(Path(self.module_path).read_text()):  # no GPU in this child
                 install_target_driver(self.arch)
             spec.loader.exec_module(module)  # type: ignore[union-attr]
+        fn = getattr(module, self.kernel)
         try:
-            ck = aot_compile(getattr(module, self.kernel), self.types, self.constexprs,
-                             set(self.aligned), self.options, self.arch)
+            if self.launch is None:
+                raise WarmUnavailable("no launch arguments")
+            ck = warm_compile(fn, self.launch, self.arch)
+        except WarmUnavailable:
+            try:
+                ck = aot_compile(fn, self.types, self.constexprs, set(self.aligned),
+                                 self.options, self.arch)
+            except Exception as exc:  # noqa: BLE001 - any compile error is the cell's
+                return failure(exc, self.def_lines)
         except Exception as exc:  # noqa: BLE001 - any compile error is the cell's
             return failure(exc, self.def_lines)
         return AotKernel(ck.metadata.name, int(ck.metadata.shared), int(ck.metadata.num_warps),
@@ -269,6 +286,7 @@ def failure(exc: BaseException, def_lines: Mapping[str, int]) -> CompileFailure:
 
 
 if __name__ == "__main__":  # the AOT child: a pickled AotRequest in, the result out
+    os.environ[COMPILE_ONLY_ENV] = "1"  # it compiles and never launches (no GPU here)
     _request = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from our own parent
     _result = _request.run()
     sys.stdout.buffer.write(pickle.dumps(_result))

@@ -1,0 +1,160 @@
+"""Compile a config the way Triton's JIT will look it up, so the worker's first launch is a hit.
+
+A sweep compiles upcoming configs in a process pool while the GPU times others. Compiling with
+``triton.compile(ASTSource(...))`` fills Triton's on-disk cache under a key of our making; the
+JIT's own key differs (its attributes, the options it parses, the specialisations it infers), so
+on the H200 every config's first launch still spent 0.9-1.0 s compiling again, serially, inside
+its "verify" phase (bench/results/verify_phase_probe/2026-12-01-0934). Here the pool calls the
+JIT itself, ``jit.warmup(**launch_arguments)``, with the arguments the worker will pass (arrays
+as dtype placeholders): the JIT computes its key, compiles, and writes the cache entry that the
+worker's launch then finds.
+
+A pool process never launches, so it need not open the GPU: while it compiles, Triton's active
+driver is a compile-only one that answers with the target arch (and device 0, stream 0). The
+worker itself, which has the real driver, compiles through it when its arch is the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch.
+COMPILE_ONLY_ENV = "KTUNE_COMPILE_ONLY"
+
+
+@dataclass(frozen=True)
+class ArrayPlaceholder:
+    """An array argument of a warm compile: only its dtype matters to Triton's specialisation
+    (a ``MockTensor`` in the compiling process, 16-byte aligned as every allocation here)."""
+
+    dtype: str
+
+
+class WarmUnavailable(Exception):
+    """This Triton or this kernel cannot be compiled through the JIT's warm-up; the caller
+    compiles ahead of time instead (same code, only the cache key differs)."""
+
+
+class CompileOnlyDriver:
+    """What Triton's JIT asks its active driver while compiling, for ``arch``, with no GPU."""
+
+    def __init__(self, arch: int):
+        self.arch = arch
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", self.arch, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def get_device_interface(self) -> Any:
+        import torch
+
+        return torch.cuda
+
+
+def arch_number(arch: str) -> int:
+    """``sm_90`` / ``sm_90a`` -> 90."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if m is None:
+        raise ValueError(f"[ktune] arch must look like 'sm_90', got {arch!r}")
+    return int(m[1])
+
+
+@contextlib.contextmanager
+def compiling_for(arch: str) -> Iterator[None]:
+    """Let the JIT compile for ``arch``: through the real driver where it is active, targets
+    ``arch`` and this is not a compile-only process; else through a :class:`CompileOnlyDriver`
+    set for the duration (the previous driver, or none, is put back)."""
+    from triton.runtime import driver
+
+    number = arch_number(arch)
+    if os.environ.get(COMPILE_ONLY_ENV) != "1":
+        try:
+            target = driver.active.get_current_target()
+        except RuntimeError:  # no GPU: no active driver
+            target = None
+        if target is not None and getattr(target, "arch", None) == number:
+            yield
+            return
+    previous = getattr(driver, "_active", None)
+    driver.set_active(CompileOnlyDriver(number))  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        if previous is not None:
+            driver.set_active(previous)
+        else:
+            driver._active = None  # noqa: SLF001 - back to "not chosen yet", as we found it
+
+
+def placeholders(launch: Mapping[str, Any]) -> dict[str, Any]:
+    """The launch arguments with each ArrayPlaceholder as Triton's ``MockTensor``."""
+    import torch
+    from triton.runtime.jit import MockTensor
+
+    out = {}
+    for k, v in launch.items():
+        if isinstance(v, ArrayPlaceholder):
+            dtype = getattr(torch, v.dtype, None)
+            if dtype is None:
+                raise WarmUnavailable(f"torch has no dtype {v.dtype}")
+            v = MockTensor(dtype)
+        out[k] = v
+    return out
+
+
+def warm_compile(fn: Any, launch: Mapping[str, Any], arch: str) -> Any:
+    """Compile ``fn`` (the cell's object: jit, heuristics or autotune) through its JIT's warm-up
+    with these launch arguments; returns Triton's CompiledKernel.
+
+    Raises :class:`WarmUnavailable` when the JIT's warm-up path does not take the arguments
+    (an older Triton, an argument kind MockTensor cannot stand for); a compile error of the
+    kernel itself propagates, as from any compile.
+    """
+    import inspect
+
+    from triton.runtime.jit import JITFunction
+
+    jit = fn
+    while not inspect.isfunction(getattr(jit, "fn", None)):
+        jit = jit.fn
+    if not isinstance(jit, JITFunction) or not hasattr(jit, "warmup"):
+        raise WarmUnavailable("not a JITFunction with warmup (the interpreter's wrapper?)")
+    kwargs = placeholders(launch)
+    with compiling_for(arch):
+        try:
+            kernel = jit.warmup(grid=(1,), **kwargs)
+        except (TypeError, KeyError, AttributeError) as exc:
+            if _is_compile_error(exc):
+                raise
+            raise WarmUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    if kernel is None or not hasattr(kernel, "asm"):
+        raise WarmUnavailable("the JIT's warm-up returned no compiled kernel")
+    return kernel
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    from triton.compiler.errors import CompilationError
+
+    cur: BaseException | None = exc
+    while cur is not None:
+        if isinstance(cur, CompilationError):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
