@@ -129,6 +129,9 @@ REGISTRY: dict[str, Bench] = {
     "panel_gpu_snapshot": Bench(
         "panel_gpu_snapshot.py", "--out {out}", 200,
         "What does the live panel show for a GPU run (saved for the docs screenshot)?"),
+    "jit_key_probe": Bench(
+        "jit_key_probe.py", "--out {out}", 120,
+        "Does the compile pool's warm compile make the key the worker's first launch looks up?"),
     "verify_phase_probe": Bench(
         "verify_phase_probe.py", "--out {out}", 150,
         "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),

@@ -41,6 +41,19 @@ def start_pool(backend: str) -> float:
     return time.perf_counter() - t0
 
 
+def preload_pool(spec: Any) -> float:
+    """Have every process of the started pool import what ``spec`` needs (the cell's module
+    and its packages), as a notebook's pool has once the cell ran; return the seconds."""
+    import os
+
+    from jupyter_ktune.tune.runners import preload_pool as preload, shared_pool
+
+    t0 = time.perf_counter()
+    for f in preload(shared_pool(max(1, (os.cpu_count() or 2) - 1), spec.backend), spec):
+        f.result()
+    return time.perf_counter() - t0
+
+
 def breakdown(report: Any, wall_s: float) -> dict[str, float]:
     """Seconds per phase over a sweep (``report``: a TuneReport), ``other`` = the rest."""
     out: dict[str, float] = {}
@@ -55,6 +68,8 @@ def breakdown(report: Any, wall_s: float) -> dict[str, float]:
         out["pool compiles (CPU, summed)"] = pool["sum_s"]
         out["pool compile longest"] = pool["max_s"]
         out["first compile back at"] = pool["first_back_s"]
+        for k, v in pool.get("phases_s", {}).items():
+            out[f"pool: {k}"] = v
     return {k: round(v, 3) for k, v in out.items()}
 
 

@@ -84,7 +84,8 @@ class Backend(Protocol):
 
     Required: ``name``, ``check``, ``device``, ``static_report``, ``compile``, ``timer``,
     ``is_fatal``. Optional (absent means "not offered here", with a reason to the user):
-    ``profile_scopes`` and ``line_file``.
+    ``profile_scopes``, ``line_file`` and ``preload(spec)`` (import what compiling the cell
+    needs, so a compile-pool process pays it before the sweep's first compile).
     """
 
     name: ClassVar[str]

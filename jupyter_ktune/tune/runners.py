@@ -25,6 +25,7 @@ from typing import Any
 
 import cloudpickle
 
+from jupyter_ktune.backends import get_backend
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
@@ -63,14 +64,14 @@ def detect_gpus() -> int:
 
 def precompile(blob: bytes) -> bytes:
     """Pool task: compile one (spec, config) ahead; returns the pickled ``(static report or
-    failure, seconds the task took in its process)``."""
-    from jupyter_ktune.backends import get_backend
-
+    failure, seconds per phase in this process)``: ``unpickle`` (the spec and the functions it
+    names), the backend's own phases where it reports them (``compile_phases``), ``total``."""
     import time
 
     t0 = time.perf_counter()
     os.environ["KTUNE_COMPILE_ONLY"] = "1"  # a pool process compiles, never launches
     spec, config = cloudpickle.loads(blob)
+    phases = {"unpickle": time.perf_counter() - t0}
     backend = get_backend(spec.backend)
     try:
         backend.check(spec)
@@ -79,11 +80,36 @@ def precompile(blob: bytes) -> bytes:
         out = exc
     except Exception as exc:  # noqa: BLE001 - the worker will report it with its own context
         out = KtuneError(f"[ktune] precompile failed: {type(exc).__name__}: {exc}")
-    seconds = time.perf_counter() - t0  # in this process: imports, inputs' types, compile
+    phases.update(getattr(backend, "compile_phases", {}))
+    phases["total"] = time.perf_counter() - t0
     try:
-        return cloudpickle.dumps((out, seconds))
+        return cloudpickle.dumps((out, phases))
     except Exception:  # noqa: BLE001
-        return cloudpickle.dumps((None, seconds))
+        return cloudpickle.dumps((None, phases))
+
+
+def preload(blob: bytes) -> float:
+    """Pool task: import what compiling this cell needs (``Backend.preload``), once per
+    process; returns the seconds it took (0 where the process had it already)."""
+    import time
+
+    t0 = time.perf_counter()
+    spec = cloudpickle.loads(blob)
+    backend = get_backend(spec.backend)
+    load = getattr(backend, "preload", None)
+    if load is not None:
+        try:
+            load(spec)
+        except Exception:  # noqa: BLE001 - the compile of a config reports it, with its context
+            pass
+    return time.perf_counter() - t0
+
+
+def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> list[Future]:
+    """Ask every process of ``pool`` to preload ``spec``: twice as many tasks as processes, so
+    each takes one while the others import (a process that has it returns at once)."""
+    blob = cloudpickle.dumps(spec)
+    return [pool.submit(preload, blob) for _ in range(2 * pool._max_workers)]  # noqa: SLF001
 
 
 #: Modules a pool process imports before its first compile, per backend (seconds each).
@@ -119,24 +145,29 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     return pool
 
 
-def unpack_precompiled(future: Future) -> tuple[Any, float | None]:
-    """``(static report, failure or None; seconds in the pool process or None)`` of a done
+def unpack_precompiled(future: Future) -> tuple[Any, dict[str, float]]:
+    """``(static report, failure or None; seconds per phase in the pool process)`` of a done
     :func:`precompile` future."""
     if future.exception() is not None:
-        return None, None
+        return None, {}
     return cloudpickle.loads(future.result())
 
 
-def pool_summary(compiled: list[tuple[float, float | None]]) -> dict[str, float]:
-    """The compile pool's share of a sweep, from ``(seconds into the sweep it came back,
-    seconds it took in its pool process)`` per compile: how many, their summed and longest
-    time, and when the first came back (issue 21)."""
-    compiled = [(at, s) for at, s in compiled if s is not None]
+def pool_summary(compiled: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+    """The compile pool's share of a sweep, from ``(seconds into the sweep it came back, its
+    phases in the pool process)`` per compile: how many, their summed and longest time, when
+    the first came back, and the summed seconds per phase (issue 21)."""
+    compiled = [(at, p) for at, p in compiled if "total" in p]
     if not compiled:
         return {}
-    return {"n": len(compiled), "sum_s": round(sum(s for _, s in compiled), 3),
-            "max_s": round(max(s for _, s in compiled), 3),
-            "first_back_s": round(min(at for at, _ in compiled), 3)}
+    phases: dict[str, float] = {}
+    for _, p in compiled:
+        for k, v in p.items():
+            phases[k] = phases.get(k, 0.0) + v
+    return {"n": len(compiled), "sum_s": round(phases["total"], 3),
+            "max_s": round(max(p["total"] for _, p in compiled), 3),
+            "first_back_s": round(min(at for at, _ in compiled), 3),
+            "phases_s": {k: round(v, 3) for k, v in phases.items() if k != "total"}}
 
 
 _pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}

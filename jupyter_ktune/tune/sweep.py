@@ -34,7 +34,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, pool_summary
-from jupyter_ktune.tune.runners import precompile, shared_pool, unpack_precompiled
+from jupyter_ktune.tune.runners import precompile, preload_pool, shared_pool, unpack_precompiled
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
@@ -116,7 +116,7 @@ class Sweep:
         self.options = options or TuneOptions()
         self._stop = self.options.stop or threading.Event()
         self.progress: Progress | None = None
-        self._compiled: list[tuple[float, float | None]] = []  # (back at, took), see pool_summary
+        self._compiled: list[tuple[float, dict]] = []  # (back at, phases), see pool_summary
         self.report: TuneReport | None = None
 
     def stop(self) -> None:
@@ -144,6 +144,8 @@ class Sweep:
             # the pool's processes import their compiler while the device worker starts; the
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
+            if pool is not None:  # the cell's imports in every process, while the worker starts
+                preload_pool(pool, self.spec)
             device = runner.device(self.spec.backend)
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
@@ -263,8 +265,8 @@ class Sweep:
             for f in done:
                 if f in compiling:
                     c = compiling.pop(f)
-                    static, seconds = unpack_precompiled(f)
-                    self._compiled.append((time.perf_counter() - t0, seconds))
+                    static, phases = unpack_precompiled(f)
+                    self._compiled.append((time.perf_counter() - t0, phases))
                     excess = static_excess(static, limits) if static is not None else None
                     if isinstance(static, CompileFailure) and static.diagnostics:
                         result = RunResult(name=spec.name, backend=spec.backend, config=dict(c),

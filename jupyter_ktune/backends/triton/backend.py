@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
@@ -74,6 +75,8 @@ class TritonBackend:
         self._aot_lock = threading.Lock()
         self._aot: dict[tuple, Any] = {}
         self._arg_types: dict[tuple, tuple[dict[str, str], set[str]]] = {}
+        #: Seconds of the last ahead-of-time compile's phases (read by the sweep's pool task).
+        self.compile_phases: dict[str, float] = {}
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks (no triton import): see :func:`check_cell`."""
@@ -143,13 +146,17 @@ class TritonBackend:
         ``compile`` (one compile per variant and argument types).
         """
         sig = check_cell(spec)
+        clock = time.perf_counter()
         module = self._module(spec)
+        self.compile_phases = {"module": time.perf_counter() - clock}
         kernel = getattr(module, spec.name)
         if spec.inputs is None:
             raise CellError("the static report needs --inputs to know the argument types",
                             line=1, fix="Add --inputs make_inputs.")
         cxx = spec.space.py_env(config)  # the values, as at run time
+        clock = time.perf_counter()
         types, aligned, host = self._argument_types(spec, sig, kernel, cxx)
+        self.compile_phases["argument types"] = time.perf_counter() - clock
         chain = unwrap(kernel)
         values = {**host, **cxx}
         values.update(apply_heuristics(chain, values))
@@ -162,11 +169,13 @@ class TritonBackend:
                                 {k: as_constexpr(v) for k, v in constexprs.items()},
                                 frozenset(aligned), options, spec.options.arch, sig.def_lines,
                                 launch=_launch_placeholders(spec, sig, kernel, config, host))
+        clock = time.perf_counter()
         with self._aot_lock:
             if key not in self._aot:
                 self._aot[key] = (ts.run_in_subprocess(request) if self.interpret
                                   else request.run())
             out = self._aot[key]
+        self.compile_phases["compile"] = time.perf_counter() - clock
         if isinstance(out, CompileFailure):
             raise out
         return out
@@ -208,11 +217,24 @@ class TritonBackend:
             self._arg_types[key] = (types, aligned, given)
         return types, aligned, given
 
+    def preload(self, spec: KernelSpec) -> None:
+        """Import the cell's module (and what it imports: torch, the user's package) and read
+        the argument types once, so this compile-pool process's first compile does not pay."""
+        sig = check_cell(spec)
+        kernel = getattr(self._module(spec), spec.name)
+        if spec.inputs is not None:
+            self._argument_types(spec, sig, kernel, spec.space.py_env(next(iter(
+                spec.space.configs()))))
+        import triton.compiler  # noqa: F401 - the compiler's own first import
+
     def static_report(self, spec: KernelSpec, config: Config) -> Any:
         """Triton's own sm_90 compile (no GPU needed): registers, smem, SASS mix."""
         compiled = self._aot_compile(spec, config)
         warps = int(spec.space.cxx_env(config).get("num_warps", compiled.num_warps))
-        return ts.static_report(compiled, spec.options.arch, 32 * warps)
+        clock = time.perf_counter()
+        report = ts.static_report(compiled, spec.options.arch, 32 * warps)
+        self.compile_phases["static report"] = time.perf_counter() - clock
+        return report
 
     def compile(self, spec: KernelSpec, config: Config) -> TritonVariant:
         """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
