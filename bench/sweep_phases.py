@@ -42,14 +42,20 @@ def start_pool(backend: str) -> float:
 
 
 def preload_pool(spec: Any) -> float:
-    """Have every process of the started pool import what ``spec`` needs (the cell's module
-    and its packages), as a notebook's pool has once the cell ran; return the seconds."""
+    """Have every process of the started pool, and the device worker, import what ``spec``
+    needs (the cell's module and its packages), as they have once the cell ran in a notebook;
+    its inputs and reference stay the sweep's own (timed). Returns the seconds."""
     import os
 
     from jupyter_ktune.tune.runners import preload_pool as preload, shared_pool
 
+    from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.tune.runners import preload_here
+
     t0 = time.perf_counter()
-    for f in preload(shared_pool(max(1, (os.cpu_count() or 2) - 1), spec.backend), spec):
+    futures = preload(shared_pool(max(1, (os.cpu_count() or 2) - 1), spec.backend), spec)
+    get_worker().call(preload_here, spec, timeout=600)  # the worker imports the cell too
+    for f in futures:
         f.result()
     return time.perf_counter() - t0
 

@@ -19,6 +19,7 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -62,14 +63,19 @@ def detect_gpus() -> int:
     return min(n, len(ids)) if visible is not None else n
 
 
+#: Set in the pool's processes: a static report there skips the SASS disassembly (0.3-0.6 s a
+#: config on the H200, bench/results/corpus_vs_autotune/2026-12-01-1037), which no sweep reads:
+#: limits need registers and shared memory only; a config run alone gets its full report.
+SWEEP_STATIC_ENV = "KTUNE_SWEEP_STATIC"
+
+
 def precompile(blob: bytes) -> bytes:
     """Pool task: compile one (spec, config) ahead; returns the pickled ``(static report or
     failure, seconds per phase in this process)``: ``unpickle`` (the spec and the functions it
     names), the backend's own phases where it reports them (``compile_phases``), ``total``."""
-    import time
-
     t0 = time.perf_counter()
     os.environ["KTUNE_COMPILE_ONLY"] = "1"  # a pool process compiles, never launches
+    os.environ[SWEEP_STATIC_ENV] = "1"  # and reports what a sweep reads (no SASS mix)
     spec, config = cloudpickle.loads(blob)
     phases = {"unpickle": time.perf_counter() - t0}
     backend = get_backend(spec.backend)
@@ -89,20 +95,8 @@ def precompile(blob: bytes) -> bytes:
 
 
 def preload(blob: bytes) -> float:
-    """Pool task: import what compiling this cell needs (``Backend.preload``), once per
-    process; returns the seconds it took (0 where the process had it already)."""
-    import time
-
-    t0 = time.perf_counter()
-    spec = cloudpickle.loads(blob)
-    backend = get_backend(spec.backend)
-    load = getattr(backend, "preload", None)
-    if load is not None:
-        try:
-            load(spec)
-        except Exception:  # noqa: BLE001 - the compile of a config reports it, with its context
-            pass
-    return time.perf_counter() - t0
+    """Pool task: :func:`preload_here` for a pickled spec (0 s where the process has it)."""
+    return preload_here(cloudpickle.loads(blob))
 
 
 def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> list[Future]:
@@ -212,10 +206,25 @@ def seed_static(source_hash: str, arch: str, config: Config, static: Any,
 
 
 def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
-    """Worker-side: draw the first input set and run the reference (``execute.prepare_inputs``)."""
+    """Worker-side: import what the cell needs (``Backend.preload``: its module and packages,
+    once per worker), draw the first input set and run the reference
+    (``execute.prepare_inputs``); ms per phase."""
     from jupyter_ktune.runner.execute import prepare_inputs as prepare
 
-    return prepare(spec)
+    return {"module": preload_here(spec) * 1e3, **prepare(spec)}
+
+
+def preload_here(spec: KernelSpec) -> float:
+    """Import what compiling and running the cell needs, in this process (``Backend.preload``;
+    a failure is left to the first config's run, which reports it on its cell line); seconds."""
+    t0 = time.perf_counter()
+    load = getattr(get_backend(spec.backend), "preload", None)
+    if load is not None:
+        try:
+            load(spec)
+        except Exception:  # noqa: BLE001 - reported by the first config's own run
+            pass
+    return time.perf_counter() - t0
 
 
 def dask_run(spec: KernelSpec, config: Config, race_ms: float | None = None) -> RunResult:

@@ -243,8 +243,12 @@ def static_report(compiled: AotKernel, arch: str, threads_per_block: int) -> Any
     mixes, sass_error = {}, ""
     try:
         usage = resource_usage(cubin).get(name, {})
-        mixes = sass_mix(cubin)
-        versions["disassembler"] = "cuobjdump"
+        if os.environ.get("KTUNE_SWEEP_STATIC") == "1":  # a sweep's pool (tune.runners)
+            sass_error = ("SASS not disassembled during the sweep (the cubin is kept): run the "
+                          "config alone for its SASS mix")
+        else:
+            mixes = sass_mix(cubin)
+            versions["disassembler"] = "cuobjdump"
     except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
         usage, sass_error = {}, str(exc)
     local = usage.get("local", 0)
