@@ -132,6 +132,9 @@ REGISTRY: dict[str, Bench] = {
     "jit_key_probe": Bench(
         "jit_key_probe.py", "--out {out}", 120,
         "Does the compile pool's warm compile make the key the worker's first launch looks up?"),
+    "jit_key_processes": Bench(
+        "jit_key_processes.py", "--out {out}", 120,
+        "Across processes: which part of Triton's cache key differs between pool and launch?"),
     "verify_phase_probe": Bench(
         "verify_phase_probe.py", "--out {out}", 150,
         "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),
