@@ -227,6 +227,11 @@ def compile_expr(expr: str, line: int | None, what: str) -> Any:
                         fix=fix) from None
 
 
+def free_names(code: Any) -> set[str]:
+    """The names a compiled cell expression reads from its environment (not its helpers)."""
+    return {n for n in getattr(code, "co_names", ()) if not n.startswith("_") and n not in _SCOPE}
+
+
 def eval_expr(code: Any, env: Mapping[str, Any], text: str, line: int | None,
               comment: str = "//") -> Any:
     """Evaluate a compiled cell expression over ``env`` (parameters, limits, inputs).

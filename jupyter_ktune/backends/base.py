@@ -46,9 +46,13 @@ class DeviceInfo:
     toolchain: Mapping[str, str] = field(default_factory=dict)
 
 
-def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, int]:
-    """Device limits usable in ``require`` lines; the sm_90 values when no device is here."""
-    return {**DEFAULT_LIMITS, **device.limits}
+def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, Any]:
+    """What ``require`` lines read besides the tunables: the device limits (the sm_90 values
+    when no device is here) and the inputs' values they name (:mod:`..input_values`)."""
+    from jupyter_ktune.input_values import input_facts
+
+    limits = {**DEFAULT_LIMITS, **device.limits}
+    return {**input_facts(spec, limits), **limits}
 
 
 class Bound(Protocol):

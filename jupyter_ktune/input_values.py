@@ -1,0 +1,81 @@
+"""What ``require`` lines may read from the inputs: their scalars and their arrays' shapes.
+
+A published kernel's constraint often depends on the problem, not only on the config: a block
+must cover a row (``require BLOCK_N >= n_cols``), a tile must divide the sequence length. The
+inputs function returns those values; here they join the names a ``require`` line sees, beside
+the device limits. The inputs function is called only when a constraint names something that
+is neither a tunable nor a limit, once per inputs function (its result is kept, arrays reduced
+to :class:`ArrayFacts`), so a cell whose constraints read only tunables never pays for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_cache: dict[tuple, dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class ArrayFacts:
+    """An input array as a constraint sees it: ``x.shape[1]``, ``x.ndim``, ``x.size``,
+    ``x.itemsize``, ``x.dtype`` (its name, e.g. ``"bfloat16"``)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+def constraint_names(space: Any) -> set[str]:
+    """Names the space's ``require`` lines read that are not its tunables."""
+    from jupyter_ktune.expr import free_names
+
+    names: set[str] = set()
+    for c in space.constraints:
+        names |= free_names(getattr(c, "_code", None))
+    return names - set(space.names)
+
+
+def _fact(value: Any) -> Any:
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        dtype = str(value.dtype).removeprefix("torch.")
+        item = getattr(value, "itemsize", None) or value.element_size()
+        return ArrayFacts(tuple(int(s) for s in shape), dtype, int(item))
+    return None
+
+
+def input_facts(spec: Any, limits: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs' values that ``spec``'s constraints name and ``limits`` does not hold ({}
+    when none, or when the cell has no inputs function)."""
+    wanted = constraint_names(spec.space) - set(limits)
+    if not wanted or spec.inputs is None:
+        return {}
+    fn = spec.inputs
+    code = getattr(fn, "__code__", None)
+    key = (spec.source_hash, code.co_code if code else repr(fn),
+           repr(getattr(fn, "__defaults__", None)), id(fn))
+    facts = _cache.get(key)
+    if facts is None:
+        facts = {k: f for k, f in ((k, _fact(v)) for k, v in dict(fn()).items())
+                 if f is not None}
+        _cache.clear()  # one inputs function at a time: a cell's, while it is tuned
+        _cache[key] = facts
+    return {k: v for k, v in facts.items() if k in wanted}
