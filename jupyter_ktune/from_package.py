@@ -78,6 +78,12 @@ def _uses(node: ast.AST) -> set[str]:
 
 def segments(text: str, kernel: str) -> str:
     """The statements of module ``text`` that ``kernel`` needs, in file order, verbatim."""
+    return segments_with_lines(text, kernel)[0]
+
+
+def segments_with_lines(text: str, kernel: str) -> tuple[str, list[int | None]]:
+    """:func:`segments`, and for each of its lines the module file's line (None between
+    statements), so the read-only view can say where each line lives in the package."""
     tree = ast.parse(text)
     lines = text.splitlines()
     top = [n for n in tree.body if not (isinstance(n, ast.Expr) and n is tree.body[0])]
@@ -93,12 +99,23 @@ def segments(text: str, kernel: str) -> str:
                 changed = True
     if not any(kernel in _defines(top[i]) for i in chosen):
         raise LookupError(kernel)
-    chunks = []
+    chunks: list[str] = []
+    where: list[int | None] = []
     for i in sorted(chosen):
         node = top[i]
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        if chunks:
+            where.extend([None, None])  # the two blank lines "\n\n\n" puts between chunks
         chunks.append("\n".join(lines[first - 1:node.end_lineno]))
-    return "\n\n\n".join(chunks) + "\n"
+        where.extend(range(first, node.end_lineno + 1))
+    return "\n\n\n".join(chunks) + "\n", where
+
+
+def line_map(ref: str) -> tuple[Path, list[int | None]]:
+    """The module file of ``--from ref`` and, per line of the source it gives, the file's line."""
+    module, _, kernel = ref.partition(":")
+    path = module_file(module)
+    return path, segments_with_lines(path.read_text(), kernel)[1]
 
 
 def read_kernel(ref: str, backend: str) -> tuple[str, str, str]:

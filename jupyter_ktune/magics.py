@@ -71,6 +71,12 @@ class KtuneMagics(Magics):
         """
         try:
             spec = parse_cell(line, cell, self.shell.user_ns)
+            if spec.package_source:  # --from: the package's text, read-only, above the result
+                from IPython.display import HTML, display
+
+                from jupyter_ktune.ui.origin import origin_html
+
+                display(HTML(origin_html(spec)))
             if spec.options.panel and spec.space.params:
                 out = _panel(spec)
                 show_editor_marks(out.result)  # compiler messages as marks in this cell
