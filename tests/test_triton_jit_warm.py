@@ -126,3 +126,14 @@ def test_a_cold_cache_is_a_miss_so_the_check_can_fail(tmp_path):
     blob = cloudpickle.dumps((spec, spec.space.config({"BLOCK_M": 32, "BLOCK_N": 32,
                                                        "num_warps": 4, "num_stages": 2})))
     assert int(_child(LAUNCH_LOOKUP, blob, tmp_path / "cold")) > 0
+
+
+def test_a_tensor_descriptor_kernel_is_found_too(tmp_path):
+    """Host TensorDescriptors with the config's block shape (tests/test_triton_descriptors)."""
+    import test_triton_descriptors as td
+
+    spec = parse_cell(td.LINE, td.DIRECTIVES + td.KERNEL, td.NS)
+    blob = cloudpickle.dumps((spec, spec.space.config({"BM": 32, "BN": 64})))
+    cache = tmp_path / "triton-cache"
+    assert _child(POOL_TASK, blob, cache) == "StaticReport static"
+    assert _child(LAUNCH_LOOKUP, blob, cache) == "0"

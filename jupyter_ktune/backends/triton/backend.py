@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
+
 from jupyter_ktune.backends.base import DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.triton import static as ts
@@ -44,6 +45,7 @@ from jupyter_ktune.backends.triton.interpreter import (
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
+from jupyter_ktune.backends.triton.descriptors import DescriptorPlaceholder, is_descriptor
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
@@ -209,6 +211,9 @@ class TritonBackend:
             if value is None:
                 raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                                 fix=f"Return '{p}' from the inputs function.")
+            if is_descriptor(value):  # compiled through the JIT's warm-up only (.jit_warm)
+                types[p] = "tensordesc"
+                continue
             types[p] = ts.arg_type(p, value)
             if ts.divisible(value):
                 aligned.add(p)
@@ -294,12 +299,18 @@ def _launch_placeholders(spec: KernelSpec, sig: Any, kernel: Any, config: Config
 
     variant = TritonVariant(spec, sig, kernel, config, "cpu")
     try:
-        kwargs, _ = call_arguments(variant, host,
-                                   lambda _name, value: ArrayPlaceholder(ts.dtype_name(value)))
+        kwargs, _ = call_arguments(variant, host, _placeholder)
         pickle.dumps(kwargs)  # the interpreter's worker sends them to a compile child
     except Exception:  # noqa: BLE001 - a missing value is bind()'s to report, with its fix
         return None
     return kwargs
+
+
+def _placeholder(_name: str, value: Any, block: list[int] | None) -> Any:
+    """What an array (or a tensor descriptor's tensor) stands as in a warm compile."""
+    if is_descriptor(value):
+        return DescriptorPlaceholder.of(value, ts.dtype_name(value.base), block)
+    return ArrayPlaceholder(ts.dtype_name(value))
 
 
 def _default(kernel: Any, param: str) -> Any:

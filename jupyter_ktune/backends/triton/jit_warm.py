@@ -108,9 +108,16 @@ def placeholders(launch: Mapping[str, Any]) -> dict[str, Any]:
     import torch
     from triton.runtime.jit import MockTensor
 
+    from jupyter_ktune.backends.triton.descriptors import DescriptorPlaceholder
+
     out = {}
     for k, v in launch.items():
-        if isinstance(v, ArrayPlaceholder):
+        if isinstance(v, DescriptorPlaceholder):
+            dtype = getattr(torch, v.dtype, None)
+            if dtype is None:
+                raise WarmUnavailable(f"torch has no dtype {v.dtype}")
+            v = v.build(MockTensor(dtype, list(v.shape)))
+        elif isinstance(v, ArrayPlaceholder):
             dtype = getattr(torch, v.dtype, None)
             if dtype is None:
                 raise WarmUnavailable(f"torch has no dtype {v.dtype}")

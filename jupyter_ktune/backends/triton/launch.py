@@ -18,6 +18,7 @@ import numpy as np
 
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
+from jupyter_ktune.backends.triton.descriptors import block_shape, is_descriptor, rebind
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
@@ -93,7 +94,7 @@ class TritonBound:
     poisons_outputs = True  # poison_outputs fills them with the sentinel NaN
 
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
-        spec, sig, cfg = variant.spec, variant.sig, variant.values
+        spec, cfg = variant.spec, variant.values
         self.variant = variant
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
         self.inputs: dict[str, tuple[Any, np.dtype]] = {}
@@ -105,14 +106,18 @@ class TritonBound:
         self._hooks = Hooks(variant.chain, cfg, self.kwargs)
         self._launcher = variant.chain.jit[self.grid]
 
-    def _array(self, name: str, value: Any) -> Any:
-        """The guarded device copy of one array argument (outputs and inputs recorded)."""
+    def _array(self, name: str, value: Any, block: list[int] | None) -> Any:
+        """The guarded device copy of one array argument (outputs and inputs recorded); for a
+        tensor descriptor, a new descriptor over the copy of its tensor with ``block``."""
+        desc, value = (value, value.base) if is_descriptor(value) else (None, value)
+        if not isinstance(value, np.ndarray) and not hasattr(value, "data_ptr"):
+            value = np.asarray(value)
         dtype = value.dtype if isinstance(value, np.ndarray) else _np_dtype(value)
         tensor, guards = _guarded(value, self.variant.device)
         if guards is not None:
             self._guards[name] = guards
         (self.outputs if name in self.variant.spec.outputs else self.inputs)[name] = (tensor, dtype)
-        return tensor
+        return tensor if desc is None else rebind(desc, tensor, block)
 
     def launch(self) -> None:
         """Enqueue the kernel (the interpreter runs it right away), with the autotuner's
@@ -171,11 +176,13 @@ class TritonBound:
 
 
 def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
-                   array: Callable[[str, Any], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                   array: Callable[[str, Any, list[int] | None], Any]
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(keyword arguments of the launch, constexpr values)`` for one config.
 
-    ``array(name, value)`` turns each array argument into what the kernel gets: a guarded
-    device tensor at launch, a dtype placeholder when the compile pool warms Triton's cache
+    ``array(name, value, block)`` turns each array argument into what the kernel gets: a
+    guarded device tensor at launch (a descriptor over one, with the config's ``block``, for a
+    host TensorDescriptor), a dtype placeholder when the compile pool warms Triton's cache
     (:mod:`.static`). Both sides build their arguments here, so the pool compiles exactly the
     specialisation the worker's first launch looks up (issue 21).
     """
@@ -192,8 +199,11 @@ def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
             raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                             fix=f"Return '{p}' from the inputs function (it returned "
                                 f"{', '.join(host_args) or 'nothing'}).")
-        if isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
-            value = array(p, value)  # a NumPy array or a torch tensor from the inputs
+        if is_descriptor(value):  # a host TensorDescriptor: its tensor, the config's block
+            env = {**variant.limits, **host_args, **cfg}
+            value = array(p, value, block_shape(variant.spec, p, env))
+        elif isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
+            value = array(p, value, None)  # a NumPy array or a torch tensor from the inputs
         kwargs[p] = value
     kwargs.update(variant.constexprs)
     constexprs = {**variant.constexprs, **given_constexprs(variant, host_args)}
