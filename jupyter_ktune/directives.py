@@ -22,6 +22,8 @@ _IN_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+(?P<values>.+)$")
 _ASSIGN_STMT = re.compile(r"^(?P<key>grid|block|smem|flops|bytes)\s*=\s*(?P<expr>.+)$")
 # Triton host-side tensor descriptors: ``a_desc.block_shape = [BLOCK_M, BLOCK_K]`` per config
 _BLOCK_SHAPE_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.block_shape\s*=\s*(?P<expr>.+)$")
+# Triton: an output whose size depends on the config (partial sums per block): ``Mid.shape = ..``
+_SHAPE_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.shape\s*=\s*(?P<expr>.+)$")
 _REQUIRE_STMT = re.compile(r"^require\s+(?P<expr>.+)$")
 _INCLUDE_STMT = re.compile(r"^include(?:\s*=\s*|\s+)(?P<path>\S.*)$")
 # CUDA C++ only: a type for a template type parameter (``T = float``) or the kernel pipeline
@@ -30,7 +32,7 @@ _PIPELINE_STMT = re.compile(r"^pipeline\s*=\s*(?P<stages>\[.*\])$")
 _DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
                    "'NAME in range(1, 5)', "
                    "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
-                   "'require EXPR'; Triton: 'a_desc.block_shape = [BM, BK]'; CUDA C++: 'include DIR' (or package:folder), "
+                   "'require EXPR'; Triton: 'a_desc.block_shape = [BM, BK]', 'out.shape = (cdiv(n, BLOCK),)'; CUDA C++: 'include DIR' (or package:folder), "
                    "'T = float' (a template type), 'pipeline = [k1(grid=..., block=...), ...]'.")
 
 
@@ -128,6 +130,7 @@ class Directives:
     types: dict[str, tuple[str, int | None]] = field(default_factory=dict)
     pipeline: tuple[str, int | None] | None = None
     block_shapes: dict[str, Expr] = field(default_factory=dict)
+    shapes: dict[str, Expr] = field(default_factory=dict)
 
 
 def add_statement(stmt: str, line: int | None, draft: Directives, comment: str = "//") -> None:
@@ -143,6 +146,9 @@ def add_statement(stmt: str, line: int | None, draft: Directives, comment: str =
     elif m := _BLOCK_SHAPE_STMT.match(stmt):
         name = m.group("name")
         draft.block_shapes[name] = Expr(m.group("expr"), line, f"{name}.block_shape", comment)
+    elif m := _SHAPE_STMT.match(stmt):
+        name = m.group("name")
+        draft.shapes[name] = Expr(m.group("expr"), line, f"{name}.shape", comment)
     elif m := _REQUIRE_STMT.match(stmt):
         draft.constraints.append(Constraint(m.group("expr"), line, comment=comment))
     elif m := _INCLUDE_STMT.match(stmt):

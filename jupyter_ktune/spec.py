@@ -98,6 +98,8 @@ class KernelSpec:
     package_source: str = ""  # that source alone, shown read-only in the result
     # Triton: ``a_desc.block_shape = [BLOCK_M, BLOCK_K]``, the block of a host TensorDescriptor
     block_shapes: Mapping[str, Any] = field(default_factory=dict)
+    # Triton: ``Mid.shape = (cdiv(M, BLOCK),)``, an output allocated per config at that shape
+    output_shapes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def source_hash(self) -> str:
@@ -266,7 +268,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         compare=_lookup(namespace, args.compare, "--compare"), outputs=outputs, initial=initial,
         options=options, includes=(*((d, 1) for d in args.include), *draft.includes),
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
-        block_shapes=dict(draft.block_shapes),
+        block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source)
     expand = getattr(get_backend(spec.backend), "expand", None)
     return expand(spec, namespace) if expand is not None else spec

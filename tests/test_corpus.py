@@ -30,9 +30,6 @@ def _corpus_environment():
 
 # id -> words of the recorded failure ("status: reason"), from the survey of docs/corpus.md
 KNOWN_FAILING = {
-    # stage 1 of a pipeline writes cdiv(M, BLOCK_SIZE) partials into a buffer that FlagGems
-    # sizes per config; inputs() cannot (T7 in docs/corpus.md)
-    "flag-gems-l2-norm": "elements never written",
     "tokamax-glu": "'TypedInt' object has no attribute 'shape'",
     "cute-sgemm-1": "template type ProblemShape of gemm_device has no type",
 }

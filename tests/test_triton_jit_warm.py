@@ -129,8 +129,8 @@ def test_a_cold_cache_is_a_miss_so_the_check_can_fail(tmp_path):
 
 
 def test_a_tensor_descriptor_kernel_is_found_too(tmp_path):
-    """Host TensorDescriptors with the config's block shape (tests/test_triton_descriptors)."""
-    import test_triton_descriptors as td
+    """Host TensorDescriptors with the config's block shape (tests/test_triton_config_arguments)."""
+    import test_triton_config_arguments as td
 
     spec = parse_cell(td.LINE, td.DIRECTIVES + td.KERNEL, td.NS)
     blob = cloudpickle.dumps((spec, spec.space.config({"BM": 32, "BN": 64})))

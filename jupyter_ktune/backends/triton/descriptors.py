@@ -1,5 +1,10 @@
-"""Host-side Triton tensor descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``).
+"""Triton arguments the config shapes: host tensor descriptors and config-sized outputs.
 
+Outputs: a two-pass kernel writes one partial result per block, so its buffer's length is
+``cdiv(M, BLOCK)``; ``# ktune: Mid.shape = (cdiv(M, BLOCK),)`` allocates it per config
+(:func:`sized_output`), and a reference that takes ``config`` returns that many values.
+
+Descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``):
 A TMA kernel takes ``a_desc`` rather than ``a``: a descriptor built on the host over a tensor,
 whose block shape is the kernel's tile and so depends on the config. The inputs function
 returns descriptors as it would call the kernel (``TensorDescriptor.from_tensor(a, [1, 1])``,
@@ -40,6 +45,21 @@ def block_shape(spec: Any, name: str, env: Mapping[str, Any]) -> list[int] | Non
                         line=expr.line, fix=f"Write # ktune: {name}.block_shape = [BLOCK_M, "
                                             "BLOCK_K].")
     return [int(v) for v in value]
+
+
+def sized_output(spec: Any, name: str, value: Any, env: Mapping[str, Any]) -> np.ndarray:
+    """A fresh host array for output ``name`` at the shape its ``name.shape = ...`` directive
+    gives for this config (the dtype of the inputs' array): a kernel that writes one partial
+    result per block (FlagGems' two-pass norms) fills all of it, whatever the block size."""
+    expr = spec.output_shapes[name]
+    shape = expr(env)
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if not all(isinstance(s, int | np.integer) and s > 0 for s in shape):
+        raise CellError(f"{name}.shape must be positive ints, got {shape!r}", line=expr.line,
+                        fix=f"Write # ktune: {name}.shape = (cdiv(M, BLOCK),).")
+    dtype = getattr(value, "dtype", np.float32)
+    dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(str(dtype).removeprefix("torch."))
+    return np.empty(tuple(int(s) for s in shape), dtype=dtype)
 
 
 def rebind(desc: Any, base: Any, block: list[int] | None) -> Any:

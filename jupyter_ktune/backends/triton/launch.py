@@ -19,6 +19,7 @@ import numpy as np
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.descriptors import block_shape, is_descriptor, rebind
+from jupyter_ktune.backends.triton.descriptors import sized_output
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
@@ -199,6 +200,8 @@ def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
             raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                             fix=f"Return '{p}' from the inputs function (it returned "
                                 f"{', '.join(host_args) or 'nothing'}).")
+        if p in variant.spec.output_shapes:  # an output sized by the config: allocated so
+            value = sized_output(variant.spec, p, value, {**variant.limits, **host_args, **cfg})
         if is_descriptor(value):  # a host TensorDescriptor: its tensor, the config's block
             env = {**variant.limits, **host_args, **cfg}
             value = array(p, value, block_shape(variant.spec, p, env))

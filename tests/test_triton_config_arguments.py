@@ -73,3 +73,40 @@ def test_a_block_that_is_not_the_tile_fails_verification(worker):
     wrong = DIRECTIVES.replace("y_desc.block_shape = [BM, BN]", "y_desc.block_shape = [BM, 16]")
     r = run_kernel(parse_cell(LINE, wrong + KERNEL, NS), {"BM": 16, "BN": 64}, worker=worker)
     assert r.status is Status.COMPILE_ERROR and "shape" in r.reason, r.reason
+
+
+def sums_inputs(M=1000):
+    x = np.random.rand(M).astype(np.float32)
+    return dict(x=x, partial=np.empty(1, np.float32), M=M)  # resized per config by directive
+
+
+def sums_reference(x, M, config, **_):
+    b = config["BLOCK"]
+    return np.array([x[s:s + b].astype(np.float64).sum() for s in range(0, M, b)], np.float32)
+
+
+PARTIAL_SUMS = """# ktune: BLOCK in [64, 256]
+# ktune: grid = (cdiv(M, BLOCK),); partial.shape = (cdiv(M, BLOCK),)
+@triton.jit
+def block_sums(x, partial, M, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(partial + pid, tl.sum(tl.load(x + offs, mask=offs < M, other=0.0)))
+"""
+SUMS_LINE = ("block_sums --backend triton --inputs inputs --reference reference --out partial "
+             "--budget-ms 1")
+
+
+@pytest.mark.parametrize("block", [64, 256])
+def test_an_output_sized_by_the_config_is_allocated_per_config(worker, block):
+    spec = parse_cell(SUMS_LINE, PARTIAL_SUMS, {"inputs": sums_inputs, "reference": sums_reference})
+    r = run_kernel(spec, {"BLOCK": block}, worker=worker)
+    assert r.status is Status.OK, r.reason
+
+
+def test_without_the_directive_the_buffer_is_too_small_and_says_so(worker):
+    body = PARTIAL_SUMS.replace("; partial.shape = (cdiv(M, BLOCK),)", "")
+    r = run_kernel(parse_cell(SUMS_LINE, body, {"inputs": sums_inputs,
+                                                "reference": sums_reference}),
+                   {"BLOCK": 64}, worker=worker)
+    assert r.status is Status.WRONG and "past the end of `partial`" in r.reason, r.reason
