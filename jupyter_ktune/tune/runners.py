@@ -28,6 +28,7 @@ import cloudpickle
 
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.errors import CompileFailure, KtuneError
+from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
 from jupyter_ktune.space import Config
@@ -61,12 +62,6 @@ def detect_gpus() -> int:
         return 0
     n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
     return min(n, len(ids)) if visible is not None else n
-
-
-#: Set in the pool's processes: a static report there skips the SASS disassembly (0.3-0.6 s a
-#: config on the H200, bench/results/corpus_vs_autotune/2026-12-01-1037), which no sweep reads:
-#: limits need registers and shared memory only; a config run alone gets its full report.
-SWEEP_STATIC_ENV = "KTUNE_SWEEP_STATIC"
 
 
 def precompile(blob: bytes) -> bytes:

@@ -235,7 +235,13 @@ def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
 
 def static_report(compiled: AotKernel, arch: str, threads_per_block: int) -> Any:
     """Build a :class:`~jupyter_ktune.measure.static.StaticReport` from a CompiledKernel."""
-    from jupyter_ktune.measure.static import KernelStatic, StaticReport, sass_mix
+    from jupyter_ktune.measure.static import (
+        SASS_SKIPPED,
+        KernelStatic,
+        StaticReport,
+        in_sweep_pool,
+        sass_mix,
+    )
 
     cubin = compiled.asm["cubin"]
     name = compiled.name
@@ -243,9 +249,8 @@ def static_report(compiled: AotKernel, arch: str, threads_per_block: int) -> Any
     mixes, sass_error = {}, ""
     try:
         usage = resource_usage(cubin).get(name, {})
-        if os.environ.get("KTUNE_SWEEP_STATIC") == "1":  # a sweep's pool (tune.runners)
-            sass_error = ("SASS not disassembled during the sweep (the cubin is kept): run the "
-                          "config alone for its SASS mix")
+        if in_sweep_pool():
+            sass_error = SASS_SKIPPED
         else:
             mixes = sass_mix(cubin)
             versions["disassembler"] = "cuobjdump"
