@@ -289,7 +289,9 @@ OUT_NAMED_OUT = """def scale(x, out, n):
 
 def out_inputs():
     x = np.random.rand(100)
-    return dict(x=x, out=np.empty_like(x), n=100)
+    # random, not np.empty_like: fresh memory is often all zeros, and with "--out y" `out` is an
+    # input, which the all-zeros check would then report before the missing 'y'
+    return dict(x=x, out=np.random.rand(100), n=100)
 
 
 def out_reference(x, out, n):
