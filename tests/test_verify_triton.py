@@ -21,8 +21,8 @@ M = N = 64
 K = 8192
 
 
-def inputs():
-    rng = np.random.default_rng()
+def inputs(seed=None):
+    rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
     return dict(a=a, b=b, c=np.empty((M, N), np.float32), M=M, N=N, K=K)
@@ -60,9 +60,19 @@ def test_fp32_gemm_k8192_is_correct_by_default(worker):
     assert "K 8192 from flops" in r.reason and "rule: normwise" in r.reason
 
 
+def seeded_inputs():
+    """One fixed draw: whether a per-element rule trips depends on the draw having an element
+    near zero with a larger rounding error, which most draws have and some do not (one such
+    draw passed in a .ci/run on 2026-12-01)."""
+    return inputs(seed=15)
+
+
 def test_the_old_per_element_rule_called_it_wrong(worker):
     """What issue 15 saw: with rtol 1e-4, atol 1e-5 per element the correct GEMM fails."""
-    r = run_kernel(spec(CORRECT, " --rtol 1e-4 --atol 1e-5"), CONFIG, worker=worker)
+    cell = parse_cell(LINE.replace("--inputs inputs", "--inputs seeded_inputs") +
+                      " --rtol 1e-4 --atol 1e-5", CORRECT,
+                      {**NS, "seeded_inputs": seeded_inputs}).with_options(time=False)
+    r = run_kernel(cell, CONFIG, worker=worker)
     assert r.status is Status.WRONG, r.reason
     assert "rule: per-element, user rtol/atol" in r.reason
 
