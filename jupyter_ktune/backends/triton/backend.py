@@ -45,7 +45,7 @@ from jupyter_ktune.backends.triton.interpreter import (
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
-from jupyter_ktune.backends.triton.descriptors import DescriptorPlaceholder, is_descriptor
+from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder, is_descriptor
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (

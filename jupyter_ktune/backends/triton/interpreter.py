@@ -112,31 +112,6 @@ def bind_libdevice(namespace: dict[str, Any]) -> list[str]:
     return rebound
 
 
-class _TargetDriver:
-    """The active driver's answers that module-level code asks for, on a machine without a GPU."""
-
-    def __init__(self, arch: int):
-        self.arch = arch
-
-    def get_current_target(self) -> Any:
-        from triton.backends.compiler import GPUTarget
-
-        return GPUTarget("cuda", self.arch, 32)
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_active_torch_device(self) -> Any:
-        import torch
-
-        return torch.device("cpu")
-
-    def get_device_interface(self) -> Any:
-        import torch
-
-        return torch.cuda
-
-
 def asks_for_target(source: str) -> bool:
     """Whether the cell's own text asks Triton's active driver (``get_current_target()``).
 
@@ -156,5 +131,10 @@ def install_target_driver(arch: str = "sm_90") -> None:
         return
     except RuntimeError:
         pass
-    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
-    driver.set_active(_TargetDriver(int(m[1]) if m else 90))  # type: ignore[arg-type]
+    from jupyter_ktune.backends.triton.jit_warm import CompileOnlyDriver, arch_number
+
+    try:
+        number = arch_number(arch)
+    except ValueError:
+        number = 90
+    driver.set_active(CompileOnlyDriver(number))  # type: ignore[arg-type]

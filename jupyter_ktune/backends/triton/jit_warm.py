@@ -41,7 +41,9 @@ class WarmUnavailable(Exception):
 
 
 class CompileOnlyDriver:
-    """What Triton's JIT asks its active driver while compiling, for ``arch``, with no GPU."""
+    """Triton's active driver where none is, for ``arch``: what the JIT asks while it compiles
+    (target, device 0, stream 0), and what module-level code asks on a machine without a GPU
+    (``get_current_target()`` to pick a config list; :func:`.interpreter.install_target_driver`)."""
 
     def __init__(self, arch: int):
         self.arch = arch
@@ -108,7 +110,7 @@ def placeholders(launch: Mapping[str, Any]) -> dict[str, Any]:
     import torch
     from triton.runtime.jit import MockTensor
 
-    from jupyter_ktune.backends.triton.descriptors import DescriptorPlaceholder
+    from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder
 
     out = {}
     for k, v in launch.items():

@@ -18,8 +18,12 @@ import numpy as np
 
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
-from jupyter_ktune.backends.triton.descriptors import block_shape, is_descriptor, rebind
-from jupyter_ktune.backends.triton.descriptors import sized_output
+from jupyter_ktune.backends.triton.config_arguments import (
+    block_shape,
+    is_descriptor,
+    rebind,
+    sized_output,
+)
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout

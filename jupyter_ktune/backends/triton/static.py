@@ -30,6 +30,7 @@ from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_t
 from jupyter_ktune.backends.triton.jit_warm import (
     COMPILE_ONLY_ENV,
     WarmUnavailable,
+    arch_number,
     warm_compile,
 )
 from jupyter_ktune.errors import CompileFailure, Diagnostic
@@ -179,10 +180,8 @@ def aot_compile(fn: Any, types: Mapping[str, str], constexprs: Mapping[str, Any]
     signature = {p: ("constexpr" if p in constexprs else types[p]) for p in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.arg_names) if p in aligned}
     src = ASTSource(fn, signature, dict(constexprs), attrs)
-    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
-    if m is None:
-        raise ValueError(f"[ktune] arch must look like 'sm_90', got {arch!r}")
-    return triton.compile(src, target=GPUTarget("cuda", int(m[1]), 32), options=dict(options))
+    return triton.compile(src, target=GPUTarget("cuda", arch_number(arch), 32),
+                          options=dict(options))
 
 
 def compile_diagnostics(exc: BaseException, def_lines: Mapping[str, int]) -> list[Diagnostic]:
