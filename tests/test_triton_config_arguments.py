@@ -110,3 +110,47 @@ def test_without_the_directive_the_buffer_is_too_small_and_says_so(worker):
                                                 "reference": sums_reference}),
                    {"BLOCK": 64}, worker=worker)
     assert r.status is Status.WRONG and "past the end of `partial`" in r.reason, r.reason
+
+
+def _flag_gems_host_tma() -> str:
+    """FlagGems' host-TMA GEMM, read from the installed package (its text, without FlagGems'
+    own @libentry/@libtuner decorators, which need a GPU to import)."""
+    import importlib.util
+    from pathlib import Path
+
+    found = importlib.util.find_spec("flag_gems")
+    if found is None:
+        pytest.skip("flag-gems is not installed (tests/corpus/requirements.txt)")
+    path = Path(found.submodule_search_locations[0]) / "runtime/backend/_nvidia/hopper/ops/mm.py"
+    text = path.read_text()
+    start = text.index("@triton.jit\ndef mm_kernel_general_host_tma(")
+    return text[start:text.index("\ndef ", start + 40)].rstrip() + "\n"
+
+
+def tma_inputs(M=128, N=96, K=64):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    c = torch.empty(M, N, dtype=torch.float16)
+    d = lambda t: TensorDescriptor(t, t.shape, t.stride(), [1, 1])  # noqa: E731 - as FlagGems
+    return dict(a_desc=d(a), b_desc=d(b), c_desc=d(c), M=M, N=N, K=K,
+                stride_am=a.stride(0), stride_ak=a.stride(1), stride_bk=b.stride(0),
+                stride_bn=b.stride(1), stride_cm=c.stride(0), stride_cn=c.stride(1),
+                GROUP_M=8, A_ROW_MAJOR=True, B_ROW_MAJOR=True, dtype="float16")
+
+
+def test_a_published_host_tma_gemm_compiles_with_each_configs_blocks(worker):
+    """The interpreter cannot run this kernel (``(k * BLOCK_K).to(tl.int32)`` on a Python int,
+    a Triton interpreter gap); its sm_90 compile can, and the tiles show in shared memory."""
+    cell = ("# ktune: BLOCK_M in [32, 64]; BLOCK_N in [64]; BLOCK_K in [32]\n"
+            "# ktune: a_desc.block_shape = [BLOCK_M, BLOCK_K]; "
+            "b_desc.block_shape = [BLOCK_K, BLOCK_N]; c_desc.block_shape = [BLOCK_M, BLOCK_N]\n"
+            "# ktune: grid = (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),)\n" + _flag_gems_host_tma())
+    spec = parse_cell("mm_kernel_general_host_tma --backend triton --inputs inputs "
+                      "--out c_desc --static-only", cell, {"inputs": tma_inputs})
+    smem = {}
+    for bm in (32, 64):
+        r = run_kernel(spec, {"BLOCK_M": bm, "BLOCK_N": 64, "BLOCK_K": 32}, worker=worker)
+        assert r.static is not None and not r.diagnostics, r.reason
+        smem[bm] = next(iter(r.static.kernels.values())).smem_static
+    assert smem[64] > smem[32] > 0, smem
