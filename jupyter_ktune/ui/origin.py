@@ -46,5 +46,8 @@ def origin_html(spec: Any) -> str:
             f"<code>{html.escape(spec.origin)}</code> (read-only; edit the package or copy it "
             f"into the cell to change it)</summary>"
             f'<table style="font-family:monospace;font-size:12px;border-collapse:collapse">'
-            f'<thead><tr><th style="color:#8c959f">cell</th><th style="color:#8c959f">'
+            f'<thead><tr><th style="{_HEAD}">cell</th><th style="{_HEAD}">'
             f"{html.escape(name)}</th><th></th></tr></thead>{rows}</table></details>")
+
+
+_HEAD = "color:#8c959f;text-align:right;padding-right:12px;font-weight:normal"
