@@ -205,3 +205,14 @@ def test_cli_tune_prints_the_report_and_the_export(tmp_path, capsys, cli_kernel)
     out = capsys.readouterr().out
     assert code == 0 and "4 of 13 valid configs by 'random'" in out
     assert "constexpr int KT_SCALE_BLOCK" in out
+
+
+def test_the_pool_summary_adds_phases_and_finds_the_first_and_longest():
+    from jupyter_ktune.tune.runners import pool_summary
+
+    got = pool_summary([(2.0, {"compile": 1.0, "total": 1.5}), (0.5, {"compile": 3.0,
+                                                                       "total": 4.0}),
+                        (9.0, {})])  # a failed task: no phases, left out
+    assert got == {"n": 2, "sum_s": 5.5, "max_s": 4.0, "first_back_s": 0.5,
+                   "phases_s": {"compile": 4.0}}
+    assert pool_summary([]) == {}

@@ -363,7 +363,8 @@ def _nvcc_args(arch: str, defines: Mapping[str, str | int], include_dirs: Iterab
 
 
 #: Set in a sweep's compile-pool processes (``tune.runners.precompile``): their static reports
-#: skip the SASS disassembly (0.3-0.6 s a config on the H200), which no sweep reads: limits need
+#: skip the SASS disassembly (0.52-0.67 s a config on the H200 in a busy pool,
+#: bench/results/corpus_vs_autotune/2026-12-01-1037), which no sweep reads: limits need
 #: registers and shared memory only, and a config run alone gets its full report.
 SWEEP_STATIC_ENV = "KTUNE_SWEEP_STATIC"
 SASS_SKIPPED = ("SASS not disassembled during the sweep (the cubin is kept): run the config "
