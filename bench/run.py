@@ -135,6 +135,9 @@ REGISTRY: dict[str, Bench] = {
     "jit_key_processes": Bench(
         "jit_key_processes.py", "--out {out}", 120,
         "Across processes: which part of Triton's cache key differs between pool and launch?"),
+    "sweep_profile": Bench(
+        "sweep_profile.py", "fla-softmax matmul cuda-copy --out {out}", 300,
+        "Which functions hold a sweep's per-config time, in the worker and in the sweep?"),
     "verify_phase_probe": Bench(
         "verify_phase_probe.py", "--out {out}", 150,
         "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),
