@@ -94,3 +94,25 @@ def test_the_bound_kernel_gets_copies_inside_guards():
     g.whole[g.before + 10 + 2] = 1.0  # two past the end
     b = g.breach("x")
     assert (b.before, b.after, b.reach_after) == (0, 1, 3)
+
+
+def test_one_input_set_is_uploaded_once_and_inputs_are_compared_with_that_copy():
+    """Bindings inside one input set copy from one pristine upload per host array (issue 21:
+    every binding uploaded again), and the changed-input check compares against it in place,
+    so it needs no read-back of the inputs."""
+    import torch
+
+    from jupyter_ktune.backends.triton.launch import Guarded
+    from jupyter_ktune.backends.uploads import Uploads, for_input_set
+
+    host = np.random.rand(64).astype(np.float32)
+    with for_input_set(Uploads()) as uploads:
+        first, second = Guarded(host, "cpu"), Guarded(host, "cpu")
+    assert len(uploads) == 1 and first.pristine is second.pristine
+    assert first.inner.data_ptr() != second.inner.data_ptr()  # each binding has its own copy
+    assert first.changed() == 0
+    first.inner[3:7] = torch.tensor([-0.0, 1e9, float("nan"), 5.0])
+    assert first.changed() == 4 and second.changed() == 0
+    assert np.array_equal(first.pristine.numpy(), host)  # the kernel's writes never reach it
+    alone = Guarded(host, "cpu")
+    assert alone.pristine is not first.pristine  # outside a set: an upload of its own

@@ -9,7 +9,9 @@ runs.
 **Inputs.** The worker keeps the host arrays the inputs function returned (the backends bind
 copies of them), so after the run each input is read back from the device with the bound
 variant's ``read_inputs(names) -> {name: host array}`` and compared bit for bit, one input at
-a time: no hash and no second copy of the inputs is needed. A name the kernel does not take (an
+a time. A bound that keeps a pristine device copy of each input (uploaded once per input set,
+:mod:`jupyter_ktune.backends.uploads`) compares there instead, with
+``count_changed_inputs(names) -> {name: (changed, size)}``, and nothing crosses to the host. A name the kernel does not take (an
 array the inputs function returned for the reference only) is left out of the reply.
 
 **Guards.** A backend allocates each buffer with :func:`guard_layout`'s guard elements before and
@@ -164,7 +166,14 @@ def changed_inputs(bound: Any, originals: Mapping[str, Any], outputs: Iterable[s
     if read is None:
         return (), ("inputs not checked for changes: this backend cannot read them back yet",)
     changes = []
+    # where the bound keeps a pristine device copy of an input, it compares there (no read-back)
+    counted = bound.count_changed_inputs(names) if hasattr(bound, "count_changed_inputs") else {}
     for name in names:
+        if name in counted:
+            n, size = counted[name]
+            if n:
+                changes.append(InputChange(name, n, size))
+            continue
         got = read((name,))
         if name not in got:  # not a kernel argument (the backend bound only the kernel's)
             continue

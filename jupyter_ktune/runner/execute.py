@@ -20,6 +20,7 @@ from typing import Any
 
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import Backend, DeviceInfo, limits_for
+from jupyter_ktune.backends.uploads import Uploads, for_input_set
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.measure.clocks import read_clocks
 from jupyter_ktune.measure.integrity import changed_inputs
@@ -212,7 +213,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         host_args = current["args"]
         tick("inputs")
         phases.enter(phases.bind(host_args))
-        bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
+        with for_input_set(current.setdefault("uploads", Uploads())):  # one upload per set
+            bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
         tick("bind")
         if not reused:
             ensure_expected(spec, current, config)

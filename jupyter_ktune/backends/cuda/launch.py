@@ -25,8 +25,16 @@ from jupyter_ktune.backends.cuda.tensormap import (
     is_tensormap_param,
     tensormap_value,
 )
+from jupyter_ktune.backends.torch_interop import cuda_torch, from_cupy, to_torch
+from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError, OutOfResources
-from jupyter_ktune.measure.integrity import GuardBreach, guard_bits, guard_breach, guard_layout
+from jupyter_ktune.measure.integrity import (
+    GUARD_BYTE,
+    GuardBreach,
+    guard_bits,
+    guard_breach,
+    guard_layout,
+)
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
 
@@ -60,7 +68,9 @@ class GuardedArray:
     """A copy of a host array on the device, inside a buffer with guards on both sides.
 
     ``xp`` is the array module (CuPy in the worker; tests pass a stand-in). Dtypes CuPy has no
-    type for (bfloat16, fp8) travel as raw unsigned integers of their size.
+    type for (bfloat16, fp8) travel as raw unsigned integers of their size. The host array is
+    uploaded once per input set (:mod:`jupyter_ktune.backends.uploads`); the guarded copy is
+    made from that pristine copy on the device, and :meth:`changed` compares against it there.
     """
 
     def __init__(self, xp: Any, host: np.ndarray):
@@ -76,16 +86,37 @@ class GuardedArray:
         ints[: self.before * scale].fill(value)
         ints[(self.before + self.size) * scale:].fill(value)
         self.inner = self.whole[self.before: self.before + self.size].reshape(host.shape)
-        self.inner.set(np.ascontiguousarray(host).view(raw))
+        self.pristine = pristine(host, lambda h: _upload(xp, h, raw), f"cupy {raw}")
+        self.inner[...] = self.pristine
 
     def read(self) -> np.ndarray:
         """A fresh host copy of the inner buffer, viewed as the host dtype."""
         return self.inner.get().view(self.dtype)
 
+    def changed(self) -> int:
+        """Elements of the copy whose bits differ from the pristine upload, counted on the
+        device (one integer word per element; bytewise for 16-byte types)."""
+        item = self.inner.dtype.itemsize
+        if item in (1, 2, 4, 8):
+            return int((self.inner.view(f"u{item}") != self.pristine.view(f"u{item}")).sum())
+        a = self.inner.reshape(-1).view(np.uint8).reshape(-1, item)
+        return int((a != self.pristine.reshape(-1).view(np.uint8).reshape(-1, item))
+                   .any(axis=1).sum())
+
     def breach(self, name: str) -> GuardBreach | None:
-        """What the kernel wrote into the guards, or None."""
-        return guard_breach(name, self.whole[: self.before].get(),
-                            self.whole[self.before + self.size:].get())
+        """What the kernel wrote into the guards, or None. Checked on the device first; only a
+        touched guard is copied to the host to say where."""
+        lo, hi = self.whole[: self.before], self.whole[self.before + self.size:]
+        if not any(bool((g.view(np.uint8) != GUARD_BYTE).any()) for g in (lo, hi)):
+            return None
+        return guard_breach(name, lo.get(), hi.get())
+
+
+def _upload(xp: Any, host: np.ndarray, raw: np.dtype) -> Any:
+    """``host`` on the device as ``raw`` (its own dtype, or its bits for bfloat16 / fp8)."""
+    dev = xp.empty(host.shape, dtype=raw)
+    dev.set(np.ascontiguousarray(host).view(raw))
+    return dev
 
 
 def _device_dtype(xp: Any, dtype: np.dtype) -> np.dtype:
@@ -209,6 +240,25 @@ class CudaBound:
         """Fresh host copies of the pointer inputs among ``names``, read from the device."""
         return {n: self._guarded[n].read() for n in names
                 if n in self._guarded and n not in self.outputs}
+
+    def count_changed_inputs(self, names: Any) -> dict[str, tuple[int, int]]:
+        """``{name: (elements changed, size)}`` for the pointer inputs among ``names``,
+        compared with their pristine device copies (nothing is read back)."""
+        return {n: (self._guarded[n].changed(), self._guarded[n].size) for n in names
+                if n in self._guarded and n not in self.outputs}
+
+    def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
+        """The outputs as torch tensors over the same device memory (DLPack), with their
+        declared dtypes, for the on-device compare; {} where torch has no GPU (then the
+        outputs are compared on the host)."""
+        torch = cuda_torch()
+        if torch is None:
+            return {}
+        return {k: (from_cupy(torch, dev, dtype), dtype) for k, (dev, dtype) in self.outputs.items()}
+
+    def to_device(self, value: np.ndarray) -> Any:
+        """A host array as a torch tensor on this variant's GPU (for the reference)."""
+        return to_torch(value, f"cuda:{self._cupy.cuda.Device().id}")
 
     def guard_breaches(self) -> list[GuardBreach]:
         """Writes the kernel made into the guards around any pointer argument."""

@@ -24,7 +24,9 @@ from jupyter_ktune.backends.triton.config_arguments import (
     rebind,
     sized_output,
 )
+from jupyter_ktune.backends.torch_interop import to_numpy, to_torch
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
+from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
@@ -32,41 +34,23 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
 
-def _torch_dtype(torch: Any, np_dtype: np.dtype) -> Any:
-    return getattr(torch, np_dtype.name)
-
-
-def to_torch(value: np.ndarray, device: str) -> Any:
-    """A NumPy array (ml_dtypes bfloat16/fp8 included) as a torch tensor on ``device``."""
-    import torch
-
-    if value.dtype.kind == "V" or value.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        raw = torch.from_numpy(np.ascontiguousarray(value).view(f"u{value.dtype.itemsize}"))
-        return raw.view(_torch_dtype(torch, value.dtype)).to(device)
-    return torch.from_numpy(np.ascontiguousarray(value)).to(device)
-
-
-def to_numpy(tensor: Any, dtype: np.dtype) -> np.ndarray:
-    """Copy a torch tensor back to the host, viewed as the NumPy dtype it came in as."""
-    import torch
-
-    host = tensor.detach().cpu()
-    if host.dtype in (torch.bfloat16, getattr(torch, "float8_e4m3fn", None),
-                      getattr(torch, "float8_e5m2", None)):
-        raw = host.view(torch.uint8 if host.element_size() == 1 else torch.int16).numpy()
-        return raw.view(dtype)
-    return host.numpy().astype(dtype, copy=False)
-
-
 class Guarded:
-    """A copy of one array argument on ``device`` inside a buffer with guards on both sides."""
+    """A copy of one array argument on ``device`` inside a buffer with guards on both sides.
+
+    A host array is uploaded once per input set (:mod:`jupyter_ktune.backends.uploads`) and
+    copied from that pristine copy on the device, which is also what :meth:`changed` compares
+    against; a tensor from the inputs function is copied from itself (no pristine copy).
+    """
 
     def __init__(self, value: Any, device: str):
-        src = to_torch(value, "cpu") if isinstance(value, np.ndarray) else value.detach()
-        self.item, self.size = src.element_size(), src.numel()
-        self.before, after = guard_layout(np.dtype((np.void, self.item)), self.size)
         import torch
 
+        if isinstance(value, np.ndarray):
+            src = self.pristine = pristine(value, lambda v: to_torch(v, device), f"torch {device}")
+        else:
+            src, self.pristine = value.detach(), None
+        self.item, self.size = src.element_size(), src.numel()
+        self.before, after = guard_layout(np.dtype((np.void, self.item)), self.size)
         self.whole = torch.empty(self.before + self.size + after, dtype=src.dtype, device=device)
         raw = self.whole.view(torch.uint8)
         raw[: self.before * self.item].fill_(GUARD_BYTE)
@@ -74,12 +58,30 @@ class Guarded:
         self.inner = self.whole[self.before: self.before + self.size].view(src.shape)
         self.inner.copy_(src)
 
+    def changed(self) -> int | None:
+        """Elements of the copy whose bits differ from the pristine upload (on the device);
+        None without a pristine copy."""
+        if self.pristine is None:
+            return None
+        import torch
+
+        word = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(self.item)
+        a, b = self.inner.reshape(-1), self.pristine.reshape(-1)
+        if word is None:  # 16-byte elements: bytewise, any byte
+            return int((a.view(torch.uint8).view(-1, self.item)
+                        != b.view(torch.uint8).view(-1, self.item)).any(dim=1).sum())
+        return int(torch.count_nonzero(a.view(word) != b.view(word)))
+
     def breach(self, name: str) -> Any:
-        """What the kernel wrote into the guards (a GuardBreach), or None."""
+        """What the kernel wrote into the guards (a GuardBreach), or None. Checked on the device
+        first; only a touched guard is copied to the host to say where."""
         import torch
 
         raw = self.whole.view(torch.uint8)
         cut, end = self.before * self.item, (self.before + self.size) * self.item
+        touched = torch.stack([(raw[:cut] != GUARD_BYTE).any(), (raw[end:] != GUARD_BYTE).any()])
+        if not bool(touched.any()):
+            return None
         elem = np.dtype((np.void, self.item))
         return guard_breach(name, raw[:cut].cpu().numpy().view(elem),
                             raw[end:].cpu().numpy().view(elem))
@@ -159,6 +161,16 @@ class TritonBound:
         """Fresh host copies of the bound inputs among ``names`` (what the kernel left there)."""
         return {n: np.array(to_numpy(*self.inputs[n]), copy=True) for n in names
                 if n in self.inputs}
+
+    def count_changed_inputs(self, names: Any) -> dict[str, tuple[int, int]]:
+        """``{name: (elements changed, size)}`` for the inputs among ``names`` that have a
+        pristine copy on the device, compared there (the others are read back by the caller)."""
+        out = {}
+        for n in names:
+            g = self._guards.get(n)
+            if n in self.inputs and g is not None and g.pristine is not None:
+                out[n] = (g.changed(), g.size)
+        return out
 
     def guard_breaches(self) -> list[Any]:
         """Writes the kernel made into the guards around any array argument."""
