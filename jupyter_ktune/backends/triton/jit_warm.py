@@ -155,7 +155,29 @@ def warm_compile(fn: Any, launch: Mapping[str, Any], arch: str) -> Any:
             raise WarmUnavailable(f"{type(exc).__name__}: {exc}") from exc
     if kernel is None or not hasattr(kernel, "asm"):
         raise WarmUnavailable("the JIT's warm-up returned no compiled kernel")
+    if os.environ.get(COMPILE_ONLY_ENV):
+        build_launcher(kernel)
     return kernel
+
+
+def build_launcher(kernel: Any) -> bool:
+    """Build the kernel's host launcher module into Triton's cache, as its first launch would.
+
+    Triton 3.6 (the H200's) compiles a C launcher per kernel signature with the host compiler
+    at the first launch, 0.2 s a kernel on the H200 and inside the worker's verification run
+    (bench/results/sweep_profile/2026-12-01-1258, ``compile_module_from_src``). Building it
+    needs no GPU, so the compile pool builds it and the worker's launch finds it cached. Newer
+    Tritons launch every kernel through one generic launcher, and their ``CudaLauncher`` asks
+    the (here compile-only) driver for it: then there is nothing to build and this returns
+    False, as it does for any failure; the launch builds it then, as before.
+    """
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+
+        CudaLauncher(kernel.src, kernel.metadata)
+    except Exception:  # noqa: BLE001 - best effort: the first launch builds it otherwise
+        return False
+    return True
 
 
 def _is_compile_error(exc: BaseException) -> bool:
