@@ -32,6 +32,7 @@ from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
+from jupyter_ktune.tune.compile_order import compile_first
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, pool_summary
 from jupyter_ktune.tune.runners import precompile, preload_pool, shared_pool, unpack_precompiled
@@ -155,6 +156,9 @@ class Sweep:
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
             started = self._warm_start(store, key, strategy)
+            if started is None and pool is not None and self.strategy_name == "exhaustive" \
+                    and getattr(strategy, "_listed", None) is not None:
+                strategy.first = compile_first(self.spec.backend, strategy.valid) or []
             n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()

@@ -43,6 +43,7 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
+from jupyter_ktune.backends.torch_interop import cuda_torch
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
@@ -103,6 +104,11 @@ class CudaBackend:
                   "L2_BYTES": int(props["l2CacheSize"]),
                   "MAX_THREADS_PER_BLOCK": int(props["maxThreadsPerBlock"]),
                   "REGS_PER_SM": int(props["regsPerMultiprocessor"])}
+        # The outputs are compared on the GPU with torch where it is installed (CudaBound.
+        # device_outputs): import it with the device, once per worker, not inside the first
+        # config's verification run (10 s there on the H200, bench/results/
+        # sweep_vs_kernel_tuner/2026-12-01-1306; the worker's start is stated apart).
+        cuda_torch()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
                           toolchain={"cupy": cupy.__version__,

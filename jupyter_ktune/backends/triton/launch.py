@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.torch_interop import to_numpy, to_torch
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
-from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.config_arguments import (
     block_shape,
     is_descriptor,
     rebind,
     sized_output,
 )
-from jupyter_ktune.backends.torch_interop import to_numpy, to_torch
+from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError
