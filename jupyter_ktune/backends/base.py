@@ -19,6 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+#: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch,
+#: never open a GPU.
+COMPILE_ONLY_ENV = "KTUNE_COMPILE_ONLY"
+
 if TYPE_CHECKING:  # annotations only: the registry must not import spec.py (it imports us)
     import numpy as np
 

@@ -55,6 +55,28 @@ def cuda_torch() -> Any:
         return None
 
 
+def warm_cuda_torch() -> bool:
+    """Initialise torch's CUDA state and load the kernels the on-device compare uses, now.
+
+    In a worker that never ran a Triton cell, torch's first CUDA operation took about 10 s on
+    the H200, inside the first config's verification run (bench/results/
+    sweep_vs_kernel_tuner/2026-12-01-1315: the first result at 19 s of a 23 s sweep). The CUDA
+    backend calls this when the worker opens the device, so the cost is the worker's start,
+    paid once per session; compile-only pool processes never call it. Returns whether torch
+    is there to warm.
+    """
+    torch = cuda_torch()
+    if torch is None:
+        return False
+    x = torch.rand(4096, device="cuda")
+    y = x.to(torch.float64)
+    bad = ~((x - x).abs() <= torch.clamp(x.abs(), min=1e-3))
+    float(y.square().sum()), int(torch.nonzero(bad).numel()), bool(torch.isfinite(x).all())
+    float(torch.where(x > 0, x / x, torch.zeros_like(x)).max())
+    torch.cuda.synchronize()
+    return True
+
+
 def from_cupy(torch: Any, array: Any, dtype: np.dtype) -> Any:
     """A CuPy array as a torch tensor over the same memory, viewed as ``dtype`` (raw unsigned
     integers for bfloat16 / fp8 become those types again)."""

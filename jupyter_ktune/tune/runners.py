@@ -27,6 +27,7 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends import get_backend
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
 from jupyter_ktune.results import RunResult
@@ -69,7 +70,7 @@ def precompile(blob: bytes) -> bytes:
     failure, seconds per phase in this process)``: ``unpickle`` (the spec and the functions it
     names), the backend's own phases where it reports them (``compile_phases``), ``total``."""
     t0 = time.perf_counter()
-    os.environ["KTUNE_COMPILE_ONLY"] = "1"  # a pool process compiles, never launches
+    os.environ[COMPILE_ONLY_ENV] = "1"  # a pool process compiles, never launches
     os.environ[SWEEP_STATIC_ENV] = "1"  # and reports what a sweep reads (no SASS mix)
     spec, config = cloudpickle.loads(blob)
     phases = {"unpickle": time.perf_counter() - t0}

@@ -9,11 +9,12 @@ never creates a CUDA context.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import DeviceInfo, Variant, limits_for
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, limits_for
 from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
 from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
@@ -43,7 +44,7 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
-from jupyter_ktune.backends.torch_interop import cuda_torch
+from jupyter_ktune.backends.torch_interop import warm_cuda_torch
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
@@ -105,10 +106,11 @@ class CudaBackend:
                   "MAX_THREADS_PER_BLOCK": int(props["maxThreadsPerBlock"]),
                   "REGS_PER_SM": int(props["regsPerMultiprocessor"])}
         # The outputs are compared on the GPU with torch where it is installed (CudaBound.
-        # device_outputs): import it with the device, once per worker, not inside the first
-        # config's verification run (10 s there on the H200, bench/results/
-        # sweep_vs_kernel_tuner/2026-12-01-1306; the worker's start is stated apart).
-        cuda_torch()
+        # device_outputs): start torch's CUDA with the device, once per worker, not inside the
+        # first config's verification run (10 s there on the H200). A compile-only pool
+        # process (which asks for the limits) never does.
+        if not os.environ.get(COMPILE_ONLY_ENV):
+            warm_cuda_torch()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
                           toolchain={"cupy": cupy.__version__,

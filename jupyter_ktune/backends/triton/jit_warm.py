@@ -23,8 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch.
-COMPILE_ONLY_ENV = "KTUNE_COMPILE_ONLY"
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)
