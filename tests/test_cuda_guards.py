@@ -104,12 +104,22 @@ def test_a_correct_kernel_passes_and_the_inputs_are_copies(monkeypatch):
     assert v.passed and not v.guard_breaches and not v.changed_inputs and not v.notes, v
 
 
+def checks_through_torch(monkeypatch):
+    """As in a worker whose torch CUDA warm-up has finished: the guard and input checks go
+    through torch over the arrays' memory (DLPack; here CPU memory)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr("jupyter_ktune.backends.cuda.launch.warmed_torch", lambda: torch)
+
+
+@pytest.mark.parametrize("through_torch", [False, True], ids=["host", "torch"])
 @pytest.mark.parametrize(("body", "words"), [
     (past_end, "wrote 24 elements past the end of `y` (up to 24 past it)"),
     (before_start, "wrote 8 elements before the start of `y` (up to 600 before it)"),
     (in_place, "the kernel changed input `x` (10 of 1000 elements)"),
 ])
-def test_faults_are_named(monkeypatch, body, words):
+def test_faults_are_named(monkeypatch, body, words, through_torch):
+    if through_torch:
+        checks_through_torch(monkeypatch)
     v = verify(monkeypatch, body)
     assert not v.passed and v.checks[0].passed
     assert v.summary().startswith(words), v.summary()
@@ -139,6 +149,7 @@ def test_bindings_of_one_input_set_upload_each_array_once(monkeypatch):
     binding uploads (issue 21: 1.8 s of a 24-config sweep of 2^26 floats was re-uploading)."""
     from jupyter_ktune.backends.uploads import Uploads, for_input_set
 
+    checks_through_torch(monkeypatch)
     sets = []
     monkeypatch.setattr(DeviceArray, "set", lambda self, h: (sets.append(h.size),
                                                                self.__setitem__(..., h)))
@@ -161,7 +172,8 @@ def test_bindings_of_one_input_set_upload_each_array_once(monkeypatch):
 
 def test_inputs_are_checked_without_reading_them_back(monkeypatch):
     """The changed-input check asks the binding to compare on the device; the host read-back is
-    only for bindings that cannot."""
+    only for bindings that cannot (torch not warmed yet: the host tests above)."""
+    checks_through_torch(monkeypatch)
     spec, bound, host = bind(monkeypatch, in_place)
     monkeypatch.setattr(type(bound), "read_inputs", lambda self, names: pytest.fail("read back"))
     v = _verify(spec, bound, {"y": 2 * host["x"]}, inputs=host)

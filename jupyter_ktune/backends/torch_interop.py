@@ -8,6 +8,7 @@ they travel as unsigned integers of their size and are viewed back here.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -55,16 +56,45 @@ def cuda_torch() -> Any:
         return None
 
 
-def warm_cuda_torch() -> bool:
-    """Initialise torch's CUDA state and load the kernels the on-device compare uses, now.
+_warmed = threading.Event()  # set once torch's CUDA is started in this process (or failed)
+_warm_ok: list[bool] = []
 
-    In a worker that never ran a Triton cell, torch's first CUDA operation took about 10 s on
-    the H200, inside the first config's verification run (bench/results/
-    sweep_vs_kernel_tuner/2026-12-01-1315: the first result at 19 s of a 23 s sweep). The CUDA
-    backend calls this when the worker opens the device, so the cost is the worker's start,
-    paid once per session; compile-only pool processes never call it. Returns whether torch
-    is there to warm.
+
+def start_warming() -> None:
+    """Start torch's CUDA, and the kernels the on-device checks use, in a background thread.
+
+    In a worker that never ran a Triton cell, torch's import and first CUDA operations took
+    about 6 s on the H200, and CuPy's own elementwise kernels JIT-compile on first use (about
+    10 s of the first config's verification on a fresh machine, bench/results/
+    sweep_vs_kernel_tuner/2026-12-01-1323). Started with the device, the warm-up overlaps the
+    pool's first compiles and keeps the worker's start (and a restart after a killed kernel,
+    which a short ``--timeout`` must allow) as fast as before; until it is done the checks run
+    on the host (:func:`warmed_torch` is None), with the same rule and the same verdict.
     """
+    if _warmed.is_set() or any(t.name == "ktune-torch-warm" for t in threading.enumerate()):
+        return
+
+    def warm() -> None:
+        try:
+            _warm_ok.append(_warm_cuda_torch())
+        except Exception:  # noqa: BLE001 - no device checks then, never a crash
+            _warm_ok.append(False)
+        finally:
+            _warmed.set()
+
+    threading.Thread(target=warm, name="ktune-torch-warm", daemon=True).start()
+
+
+def warmed_torch() -> Any:
+    """torch with its CUDA started, once :func:`start_warming` has finished; else None."""
+    if not (_warmed.is_set() and _warm_ok and _warm_ok[0]):
+        return None
+    import torch
+
+    return torch
+
+
+def _warm_cuda_torch() -> bool:
     torch = cuda_torch()
     if torch is None:
         return False
@@ -73,6 +103,8 @@ def warm_cuda_torch() -> bool:
     bad = ~((x - x).abs() <= torch.clamp(x.abs(), min=1e-3))
     float(y.square().sum()), int(torch.nonzero(bad).numel()), bool(torch.isfinite(x).all())
     float(torch.where(x > 0, x / x, torch.zeros_like(x)).max())
+    int(torch.count_nonzero(x.view(torch.int32) != x.view(torch.int32)))
+    bool((x.view(torch.uint8) != 0xA5).any())
     torch.cuda.synchronize()
     return True
 

@@ -44,7 +44,7 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
-from jupyter_ktune.backends.torch_interop import warm_cuda_torch
+from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.space import Config
@@ -105,12 +105,11 @@ class CudaBackend:
                   "L2_BYTES": int(props["l2CacheSize"]),
                   "MAX_THREADS_PER_BLOCK": int(props["maxThreadsPerBlock"]),
                   "REGS_PER_SM": int(props["regsPerMultiprocessor"])}
-        # The outputs are compared on the GPU with torch where it is installed (CudaBound.
-        # device_outputs): start torch's CUDA with the device, once per worker, not inside the
-        # first config's verification run (10 s there on the H200). A compile-only pool
-        # process (which asks for the limits) never does.
+        # Outputs, inputs and guards are checked on the GPU with torch where it is installed
+        # (CudaBound): start torch's CUDA in the background with the device, once per worker;
+        # compile-only pool processes (which ask for the limits) never do.
         if not os.environ.get(COMPILE_ONLY_ENV):
-            warm_cuda_torch()
+            start_warming()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
                           toolchain={"cupy": cupy.__version__,

@@ -25,7 +25,7 @@ from jupyter_ktune.backends.cuda.tensormap import (
     is_tensormap_param,
     tensormap_value,
 )
-from jupyter_ktune.backends.torch_interop import cuda_torch, from_cupy, to_torch
+from jupyter_ktune.backends.torch_interop import from_cupy, to_torch, warmed_torch
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError, OutOfResources
 from jupyter_ktune.measure.integrity import (
@@ -93,21 +93,23 @@ class GuardedArray:
         """A fresh host copy of the inner buffer, viewed as the host dtype."""
         return self.inner.get().view(self.dtype)
 
-    def changed(self) -> int:
+    def changed(self, torch: Any) -> int:
         """Elements of the copy whose bits differ from the pristine upload, counted on the
-        device (one integer word per element; bytewise for 16-byte types)."""
+        device through torch (one integer word per element; word pairs for 16-byte types)."""
         item = self.inner.dtype.itemsize
-        if item in (1, 2, 4, 8):
-            return int((self.inner.view(f"u{item}") != self.pristine.view(f"u{item}")).sum())
-        a = self.inner.reshape(-1).view(np.uint8).reshape(-1, item)
-        return int((a != self.pristine.reshape(-1).view(np.uint8).reshape(-1, item))
-                   .any(axis=1).sum())
+        word = item if item in (1, 2, 4, 8) else 8
+        a = torch.from_dlpack(self.inner.reshape(-1).view(f"i{word}"))
+        b = torch.from_dlpack(self.pristine.reshape(-1).view(f"i{word}"))
+        if word == item:
+            return int(torch.count_nonzero(a != b))
+        return int((a != b).view(-1, item // word).any(dim=1).sum())
 
-    def breach(self, name: str) -> GuardBreach | None:
-        """What the kernel wrote into the guards, or None. Checked on the device first; only a
-        touched guard is copied to the host to say where."""
+    def breach(self, name: str, torch: Any = None) -> GuardBreach | None:
+        """What the kernel wrote into the guards, or None. With ``torch`` the guards are
+        checked on the device first, and only a touched guard is copied to the host."""
         lo, hi = self.whole[: self.before], self.whole[self.before + self.size:]
-        if not any(bool((g.view(np.uint8) != GUARD_BYTE).any()) for g in (lo, hi)):
+        if torch is not None and not any(
+                bool((torch.from_dlpack(g.view(np.uint8)) != GUARD_BYTE).any()) for g in (lo, hi)):
             return None
         return guard_breach(name, lo.get(), hi.get())
 
@@ -243,15 +245,19 @@ class CudaBound:
 
     def count_changed_inputs(self, names: Any) -> dict[str, tuple[int, int]]:
         """``{name: (elements changed, size)}`` for the pointer inputs among ``names``,
-        compared with their pristine device copies (nothing is read back)."""
-        return {n: (self._guarded[n].changed(), self._guarded[n].size) for n in names
+        compared with their pristine device copies through torch (nothing is read back);
+        {} until torch's CUDA is started (then the caller reads them back)."""
+        torch = warmed_torch()
+        if torch is None:
+            return {}
+        return {n: (self._guarded[n].changed(torch), self._guarded[n].size) for n in names
                 if n in self._guarded and n not in self.outputs}
 
     def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
         """The outputs as torch tensors over the same device memory (DLPack), with their
-        declared dtypes, for the on-device compare; {} where torch has no GPU (then the
-        outputs are compared on the host)."""
-        torch = cuda_torch()
+        declared dtypes, for the on-device compare; {} until torch's CUDA is started, or where
+        torch is not installed (then the outputs are compared on the host)."""
+        torch = warmed_torch()
         if torch is None:
             return {}
         return {k: (from_cupy(torch, dev, dtype), dtype) for k, (dev, dtype) in self.outputs.items()}
@@ -262,7 +268,8 @@ class CudaBound:
 
     def guard_breaches(self) -> list[GuardBreach]:
         """Writes the kernel made into the guards around any pointer argument."""
-        found = (g.breach(name) for name, g in self._guarded.items())
+        torch = warmed_torch()
+        found = (g.breach(name, torch) for name, g in self._guarded.items())
         return [b for b in found if b is not None]
 
     def launch_info(self) -> dict[str, Any]:
