@@ -41,3 +41,16 @@ def test_fla_sigmoid_hands_its_slowest_compile_to_the_pool_first():
     assert (order[0]["B"], order[0]["num_warps"]) == (8192, 1)
     assert order[1]["B"] == 512 and order[1]["num_warps"] == 32  # then the cheapest
     assert compile_first("cuda", configs) is None  # other backends keep their order
+
+
+def test_the_compile_pool_runs_nicer_than_the_sweep():
+    """Pool processes (and the ptxas/nvcc they start) yield the CPU to the device worker."""
+    import os
+
+    from jupyter_ktune.tune.runners import POOL_NICENESS, make_pool
+
+    pool = make_pool(1)
+    try:
+        assert pool.submit(os.nice, 0).result(timeout=120) >= min(os.nice(0) + POOL_NICENESS, 19)
+    finally:
+        pool.shutdown()

@@ -13,6 +13,7 @@ The notebook process never imports CUDA: GPUs are counted with ``nvidia-smi -L``
 from __future__ import annotations
 
 import atexit
+import contextlib
 import concurrent.futures as cf
 import os
 import queue
@@ -118,6 +119,25 @@ def warm_up(backend: str) -> None:
         importlib.import_module(name)
 
 
+#: How much nicer than the sweep a compile-pool process runs (its ptxas and nvcc inherit it).
+POOL_NICENESS = 10
+
+
+def lower_priority() -> None:
+    """Pool initializer: compile at a lower CPU priority than the device worker.
+
+    The pool takes every CPU but the worker's. While it compiles, the worker times kernels,
+    and the protocol relies on the host enqueueing the next kernel while the L2 flush keeps the
+    GPU busy (``measure.timing``); a worker that waits for a CPU behind ptxas can leave a gap
+    inside the events of a microsecond kernel. On the H200, fla's swiglu picked a 2.40 us
+    config whose autotune-picked rival re-timed at 1.65 us after the pool was idle
+    (bench/results/corpus_vs_autotune/2026-12-01-1315). A nicer pool yields the CPU to the
+    worker the moment it wakes, and costs the compiles nothing while the worker sleeps.
+    """
+    with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
+        os.nice(POOL_NICENESS)
+
+
 def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecutor:
     """Start a spawn-context process pool (never fork a notebook with threads and a GPU context).
 
@@ -127,7 +147,7 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     """
     import multiprocessing
 
-    pool = cf.ProcessPoolExecutor(max_workers=workers,
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=lower_priority,
                                   mp_context=multiprocessing.get_context("spawn"))
     if backend is not None:
         for _ in range(workers):
