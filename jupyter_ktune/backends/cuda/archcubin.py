@@ -51,11 +51,14 @@ def kernel_symbol(kernels: Mapping[str, Any], spec: KernelSpec, expr: str) -> st
     return found[0]
 
 
-def compile_arch_specific(backend: Any, spec: KernelSpec, config: Config) -> CudaVariant:
-    """Build the variant with nvcc (through the backend's static report) and load its cubin."""
+def compile_arch_specific(backend: Any, spec: KernelSpec, config: Config,
+                          extra_defines: Mapping[str, str] | None = None) -> CudaVariant:
+    """Build the variant with nvcc (through the backend's static report) and load its cubin;
+    ``extra_defines`` for the scope trace's build (``variant.module`` gives its globals)."""
     import cupy
 
-    report = backend.static_report(spec, config)  # raises CompileFailure with cell lines
+    # raises CompileFailure with cell lines
+    report = backend.static_report(spec, config, extra_defines=extra_defines)
     sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
     expr = name_expression(spec, sig, cxx)

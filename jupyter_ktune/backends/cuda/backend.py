@@ -10,7 +10,7 @@ never creates a CUDA context.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -120,8 +120,12 @@ class CudaBackend:
         """Describe the CUDA device (queried once, then cached)."""
         return self._device
 
-    def static_report(self, spec: KernelSpec, config: Config) -> Any:
-        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
+    def static_report(self, spec: KernelSpec, config: Config,
+                      extra_defines: Mapping[str, str] | None = None) -> Any:
+        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc).
+
+        ``extra_defines`` are more ``-D`` macros: the scope trace's build of an sm_90a cell
+        (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
         from jupyter_ktune.measure.static import CompileError, compile_static
 
         stages = kernels(spec)
@@ -132,7 +136,8 @@ class CudaBackend:
             types.update(type_arguments(one, one_sig))
         first, first_sig = stages[0]
         sig = macro_signature([s for _, s in stages])
-        src = device_source(spec, macro_defines(spec, sig, cxx), types,
+        defines = {**macro_defines(spec, sig, cxx), **(extra_defines or {})}
+        src = device_source(spec, defines, types,
                             stage_constants(stages, cxx)) + "".join(
             instantiation(one, one_sig, cxx, type_arguments(one, one_sig))
             for one, one_sig in stages)
@@ -140,7 +145,7 @@ class CudaBackend:
         path, _ = cached_text(cache_dir(), spec.name, ".cu", src)
         try:
             return compile_static(path, arch=spec.options.arch,
-                                  defines=macro_defines(spec, sig, cxx),
+                                  defines=defines,
                                   include_dirs=[include_dir(), *include_dirs(spec)],
                                   extra_flags=("-std=c++17",),
                                   threads_per_block=static_block(first, cxx))

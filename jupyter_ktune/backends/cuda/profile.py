@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
 from jupyter_ktune.backends.cuda.launch import CudaVariant
 from jupyter_ktune.backends.cuda.source import (
     cell_constants,
@@ -225,12 +226,19 @@ def _pairs(tag: np.ndarray, is_end: np.ndarray, cyc: np.ndarray
 
 # -- worker side (CuPy, a GPU) -----------------------------------------------------------------
 def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
-                         limits: Mapping[str, int]) -> tuple[CudaVariant, Any]:
-    """NVRTC-build the variant with ``-DKT_PROFILE`` and the sampling macros.
+                         limits: Mapping[str, int], backend: Any = None
+                         ) -> tuple[CudaVariant, Any]:
+    """Build the variant with ``-DKT_PROFILE`` and the sampling macros: with NVRTC, or for an
+    arch-specific target (``--arch sm_90a``: wgmma, setmaxnreg) with nvcc, as the timed
+    variant of such a cell is built (:mod:`.archcubin`), since NVRTC through CuPy cannot.
 
     Returns ``(variant, module)``; the module gives the ``kt_profile_out`` pointer.
     """
     import cupy
+
+    if is_arch_specific(spec.options.arch):
+        variant = compile_arch_specific(backend, spec, config, sampling.defines())
+        return variant, variant.module
 
     sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
@@ -261,7 +269,8 @@ def profile_cuda(backend: Any, spec: Any, config: Any, host_args: dict[str, Any]
     blocks = math.prod(plain.grid)
     sampling = ScopeSampling.for_launch(blocks, math.ceil(math.prod(plain.block) / 32),
                                         max_blocks, warps, events)
-    variant, module = instrumented_variant(spec, config, sampling, backend.device().limits)
+    variant, module = instrumented_variant(spec, config, sampling, backend.device().limits,
+                                           backend)
     bound = variant.bind(host_args)
     buf = cupy.zeros(sampling.buffer_words, dtype=cupy.uint32)
     ptr = module.get_global("kt_profile_out")
