@@ -19,6 +19,10 @@ d. the Triton GEMM with ``lines=True``: do ncu's SASS PCs map to the *cell's* li
    line is printed with the cell text at that line)
 e. a Pallas Mosaic GPU cell (``plgpu.kernel`` with ``jax.named_scope`` scopes) through the
    profile_mosaic wiring: the cell itself has no profiler settings
+f. the sm_90a WGMMA + TMA GEMM of examples/gemm_wgmma.ipynb (4096^3): its producer's ``load``
+   and consumers' ``mma`` / ``store`` scopes, traced from an nvcc build (issue 20 item 3), at
+   the notebook's tuned config and at its plain one, with the overlap summary of each
+g. the tuned WGMMA GEMM with ``lines=True``: ncu's per-line stalls on the cell's lines
 
 Each request has its own timeout and try/except, so one failure leaves the rest to run. Writes
 DIR/breakdown_check.json and prints a short table last.
@@ -41,8 +45,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import breakdown_overhead as bo  # noqa: E402 - the CUDA spec and the Triton cell, reused
+import gemm_wgmma_vs_cublas as wg  # noqa: E402 - the WGMMA GEMM cell, read from the notebook
 
 CUDA_SIZE = 1024
+WGMMA_SIZE = 4096
 TRITON_SIZE = 2048  # 16 x 16 = 256 CTAs: well under Proton's 4096-CTA limit
 
 PALLAS_CELL = '''# ktune: BLOCKS in [132]
@@ -92,6 +98,17 @@ def pallas_request() -> tuple[Any, Any]:
     return spec, spec.space.config({})
 
 
+def wgmma_request(config: dict[str, Any]) -> Any:
+    """A builder for the notebook's WGMMA GEMM cell at ``config`` (sm_90a, nvcc)."""
+    def build() -> tuple[Any, Any]:
+        spec = wg.spec_for(WGMMA_SIZE)
+        return spec, spec.space.config(config)
+    return build
+
+
+WGMMA_PLAIN = wg.SPACE[1]  # the notebook's plain setting: 1 consumer, 2 stages, per-tile grid
+
+
 # (label, builder, lines, timeout s, repeats)
 REQUESTS = (
     ("a_cuda_scopes", cuda_request, False, 60, 2),
@@ -99,6 +116,9 @@ REQUESTS = (
     ("e_pallas_mosaic_scopes", pallas_request, False, 120, 1),
     ("b_cuda_lines", cuda_request, True, 120, 1),
     ("d_triton_lines", triton_request, True, 120, 1),
+    ("f_wgmma_scopes_tuned", wgmma_request(wg._BASE), False, 120, 2),
+    ("f_wgmma_scopes_plain", wgmma_request(WGMMA_PLAIN), False, 120, 1),
+    ("g_wgmma_lines", wgmma_request(wg._BASE), True, 180, 1),
 )
 
 
@@ -121,6 +141,11 @@ def summarise(bd: Any, spec: Any) -> dict[str, Any]:
     if len(bd):
         res["scope_table"] = [{k: v for k, v in row.items() if not isinstance(v, (list, dict))}
                               for row in bd.scope_table()]
+        try:  # what warp specialisation buys: memory and compute scopes overlapping
+            res["overlap"] = {k: v for k, v in bd.overlap().items()
+                              if not isinstance(v, (list, dict))}
+        except Exception as exc:  # noqa: BLE001 - the summary is a finding, not a crash
+            res["overlap"] = f"{type(exc).__name__}: {exc}"
     top = sorted(bd.lines.items(), key=lambda kv: -kv[1]["samples"])[:3]
     res["top_lines"] = [{"line": int(ln), "samples": int(row["samples"]),
                          "top_stall": next(iter(row["stalls"]), None), "text": cell_text(spec, ln)}
@@ -184,6 +209,7 @@ def check() -> int:
     from jupyter_ktune.backends import get_backend
 
     cloudpickle.register_pickle_by_value(bo)
+    cloudpickle.register_pickle_by_value(wg)
     bad = 0
     for label, build, lines, _, _ in REQUESTS:
         try:
@@ -213,6 +239,7 @@ def main() -> int:
 
     # the CUDA spec's inputs/reference live in breakdown_overhead, which the worker cannot import
     cloudpickle.register_pickle_by_value(bo)
+    cloudpickle.register_pickle_by_value(wg)
     args.out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     results: list[dict[str, Any]] = []
