@@ -58,7 +58,7 @@ def compile_arch_specific(backend: Any, spec: KernelSpec, config: Config,
     import cupy
 
     # raises CompileFailure with cell lines
-    report = backend.static_report(spec, config, extra_defines=extra_defines)
+    report = backend.nvcc_report(spec, config, extra_defines=extra_defines)
     sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
     expr = name_expression(spec, sig, cxx)

@@ -120,12 +120,14 @@ class CudaBackend:
         """Describe the CUDA device (queried once, then cached)."""
         return self._device
 
-    def static_report(self, spec: KernelSpec, config: Config,
-                      extra_defines: Mapping[str, str] | None = None) -> Any:
-        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc).
+    def static_report(self, spec: KernelSpec, config: Config) -> Any:
+        """Build the nvcc + ptxas + cuobjdump report for the variant (any machine with nvcc)."""
+        return self.nvcc_report(spec, config)
 
-        ``extra_defines`` are more ``-D`` macros: the scope trace's build of an sm_90a cell
-        (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
+    def nvcc_report(self, spec: KernelSpec, config: Config,
+                    extra_defines: Mapping[str, str] | None = None) -> Any:
+        """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
+        cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
         from jupyter_ktune.measure.static import CompileError, compile_static
 
         stages = kernels(spec)
