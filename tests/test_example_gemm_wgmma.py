@@ -3,6 +3,7 @@ compiles its whole bench space for sm_90a with HGMMA and UTMALDG and no spills."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,9 +40,10 @@ def test_the_scope_trace_of_the_wgmma_gemm_is_an_nvcc_sm_90a_build(monkeypatch) 
     TMA loads, adds exactly the trace's shared records, and the plain build has none of it."""
     import re
 
-    # the bench module puts the checkout first on sys.path when imported: on a copy of it, so a
-    # worker started by a later test still imports the installed package
+    # the bench module puts the checkout first on sys.path and PYTHONPATH when imported: on
+    # copies of both, so a worker started by a later test still imports the installed package
     monkeypatch.setattr(sys, "path", [str(ROOT / "bench"), *sys.path])
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     import gemm_wgmma_vs_cublas as bench
 
     from jupyter_ktune.backends import get_backend
