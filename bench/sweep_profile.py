@@ -56,15 +56,9 @@ def profile_stop(limit: int) -> str:
 
 def cuda_copy_spec() -> Any:
     """The CUDA scaled copy of bench/sweep_vs_kernel_tuner.py, as ktune's cell."""
-    import jupyter_ktune
-    import sweep_vs_kernel_tuner as svk
+    import sweep_vs_kernel_tuner
 
-    directives = ("// ktune: block_size_x in [32, 64, 128, 256, 512, 1024]; tile in [1, 2, 4, 8]\n"
-                  "// ktune: grid = cdiv(n, block_size_x * tile); block = block_size_x; "
-                  "bytes = 8 * n\n")
-    return jupyter_ktune.parse_cell(
-        "scale --backend cuda --inputs inputs --reference reference --out y --budget-ms 5",
-        directives + svk.BODY, {"inputs": svk.inputs, "reference": svk.reference})
+    return sweep_vs_kernel_tuner.ktune_spec()
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,17 +63,26 @@ def run_kernel_tuner() -> dict:
             "times": {f"{r['block_size_x']}x{r['tile']}": r.get("time") for r in results}}
 
 
-def run_ktune(store: Path) -> dict:
-    """Exhaustive ktune sweep on the CUDA backend (worker started first, timed apart)."""
+def ktune_spec() -> Any:
+    """The same kernel and space as ktune's cell: the directives over Kernel Tuner's BODY."""
     import jupyter_ktune
-    import sweep_phases
-    start_s = sweep_phases.start_worker("cuda")
+
     directives = ("// ktune: block_size_x in [32, 64, 128, 256, 512, 1024]; tile in [1, 2, 4, 8]\n"
                   "// ktune: grid = cdiv(n, block_size_x * tile); block = block_size_x; "
                   "bytes = 8 * n\n")
-    spec = jupyter_ktune.parse_cell(
+    return jupyter_ktune.parse_cell(
         "scale --backend cuda --inputs inputs --reference reference --out y --budget-ms 5",
         directives + BODY, {"inputs": inputs, "reference": reference})
+
+
+def run_ktune(store: Path) -> dict:
+    """Exhaustive ktune sweep on the CUDA backend (worker started first, timed apart)."""
+    import sweep_phases
+
+    import jupyter_ktune
+
+    start_s = sweep_phases.start_worker("cuda")
+    spec = ktune_spec()
     t0 = time.perf_counter()
     report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3,
                                 on_result=lambda p: print(p.text(), flush=True))

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.measure.integrity import GUARD_BYTE
+
 #: Dtypes that travel as raw unsigned integers (their bits) between NumPy, CuPy and torch.
 RAW_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
@@ -56,7 +58,8 @@ def cuda_torch() -> Any:
         return None
 
 
-_warmed = threading.Event()  # set once torch's CUDA is started in this process (or failed)
+_warm_lock = threading.Lock()
+_warm_thread: list[threading.Thread] = []  # the one warm-up thread of this process, once started
 _warm_ok: list[bool] = []
 
 
@@ -71,23 +74,22 @@ def start_warming() -> None:
     which a short ``--timeout`` must allow) as fast as before; until it is done the checks run
     on the host (:func:`warmed_torch` is None), with the same rule and the same verdict.
     """
-    if _warmed.is_set() or any(t.name == "ktune-torch-warm" for t in threading.enumerate()):
-        return
-
     def warm() -> None:
         try:
             _warm_ok.append(_warm_cuda_torch())
         except Exception:  # noqa: BLE001 - no device checks then, never a crash
             _warm_ok.append(False)
-        finally:
-            _warmed.set()
 
-    threading.Thread(target=warm, name="ktune-torch-warm", daemon=True).start()
+    with _warm_lock:
+        if not _warm_thread:
+            _warm_thread.append(threading.Thread(target=warm, name="ktune-torch-warm",
+                                                 daemon=True))
+            _warm_thread[0].start()
 
 
 def warmed_torch() -> Any:
     """torch with its CUDA started, once :func:`start_warming` has finished; else None."""
-    if not (_warmed.is_set() and _warm_ok and _warm_ok[0]):
+    if not (_warm_ok and _warm_ok[0]):  # appended when the warm-up is done
         return None
     import torch
 
@@ -103,10 +105,26 @@ def _warm_cuda_torch() -> bool:
     bad = ~((x - x).abs() <= torch.clamp(x.abs(), min=1e-3))
     float(y.square().sum()), int(torch.nonzero(bad).numel()), bool(torch.isfinite(x).all())
     float(torch.where(x > 0, x / x, torch.zeros_like(x)).max())
-    int(torch.count_nonzero(x.view(torch.int32) != x.view(torch.int32)))
-    bool((x.view(torch.uint8) != 0xA5).any())
+    raw = x.view(torch.uint8)
+    differing_elements(torch, raw, raw, 4), guards_touched(torch, raw)
     torch.cuda.synchronize()
     return True
+
+
+def differing_elements(torch: Any, a: Any, b: Any, item: int) -> int:
+    """Elements of ``item`` bytes whose bits differ between two flat uint8 tensors of the same
+    size, counted where they live: one integer word per element (NaN-safe, -0 is not +0),
+    bytewise for 16-byte elements. The integrity checks of both backends (an input the kernel
+    changed) use it on the device; ``measure.integrity.count_changed`` is its host twin."""
+    word = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(item)
+    if word is None:
+        return int((a.view(-1, item) != b.view(-1, item)).any(dim=1).sum())
+    return int(torch.count_nonzero(a.view(word) != b.view(word)))
+
+
+def guards_touched(torch: Any, *regions: Any) -> bool:
+    """Whether any byte of these uint8 guard regions lost the guard pattern (one sync)."""
+    return bool(torch.stack([(r != GUARD_BYTE).any() for r in regions]).any())
 
 
 def from_cupy(torch: Any, array: Any, dtype: np.dtype) -> Any:

@@ -21,9 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from jupyter_ktune.space import Config
-
-#: Triton launch options: not tile sizes (``num_warps`` divides the work per thread instead).
-LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
+from jupyter_ktune.tune.report import LAUNCH_OPTIONS  # not tile sizes (num_warps divides them)
 
 
 def triton_compile_cost(config: Config) -> float:

@@ -25,16 +25,16 @@ from jupyter_ktune.backends.cuda.tensormap import (
     is_tensormap_param,
     tensormap_value,
 )
-from jupyter_ktune.backends.torch_interop import from_cupy, to_torch, warmed_torch
+from jupyter_ktune.backends.torch_interop import (
+    differing_elements,
+    from_cupy,
+    guards_touched,
+    to_torch,
+    warmed_torch,
+)
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError, OutOfResources
-from jupyter_ktune.measure.integrity import (
-    GUARD_BYTE,
-    GuardBreach,
-    guard_bits,
-    guard_breach,
-    guard_layout,
-)
+from jupyter_ktune.measure.integrity import GuardBreach, guard_bits, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
 
@@ -95,21 +95,19 @@ class GuardedArray:
 
     def changed(self, torch: Any) -> int:
         """Elements of the copy whose bits differ from the pristine upload, counted on the
-        device through torch (one integer word per element; word pairs for 16-byte types)."""
-        item = self.inner.dtype.itemsize
-        word = item if item in (1, 2, 4, 8) else 8
-        a = torch.from_dlpack(self.inner.reshape(-1).view(f"i{word}"))
-        b = torch.from_dlpack(self.pristine.reshape(-1).view(f"i{word}"))
-        if word == item:
-            return int(torch.count_nonzero(a != b))
-        return int((a != b).view(-1, item // word).any(dim=1).sum())
+        device through torch over the same memory (DLPack)."""
+        def raw(a: Any) -> Any:
+            return torch.from_dlpack(a.reshape(-1).view(np.uint8))
+
+        return differing_elements(torch, raw(self.inner), raw(self.pristine),
+                                  self.inner.dtype.itemsize)
 
     def breach(self, name: str, torch: Any = None) -> GuardBreach | None:
         """What the kernel wrote into the guards, or None. With ``torch`` the guards are
         checked on the device first, and only a touched guard is copied to the host."""
         lo, hi = self.whole[: self.before], self.whole[self.before + self.size:]
-        if torch is not None and not any(
-                bool((torch.from_dlpack(g.view(np.uint8)) != GUARD_BYTE).any()) for g in (lo, hi)):
+        if torch is not None and not guards_touched(
+                torch, *(torch.from_dlpack(g.view(np.uint8)) for g in (lo, hi))):
             return None
         return guard_breach(name, lo.get(), hi.get())
 

@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.backends.torch_interop import to_numpy, to_torch
+from jupyter_ktune.backends.torch_interop import (
+    differing_elements,
+    guards_touched,
+    to_numpy,
+    to_torch,
+)
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.config_arguments import (
     block_shape,
@@ -65,12 +70,8 @@ class Guarded:
             return None
         import torch
 
-        word = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(self.item)
-        a, b = self.inner.reshape(-1), self.pristine.reshape(-1)
-        if word is None:  # 16-byte elements: bytewise, any byte
-            return int((a.view(torch.uint8).view(-1, self.item)
-                        != b.view(torch.uint8).view(-1, self.item)).any(dim=1).sum())
-        return int(torch.count_nonzero(a.view(word) != b.view(word)))
+        return differing_elements(torch, self.inner.reshape(-1).view(torch.uint8),
+                                  self.pristine.reshape(-1).view(torch.uint8), self.item)
 
     def breach(self, name: str) -> Any:
         """What the kernel wrote into the guards (a GuardBreach), or None. Checked on the device
@@ -79,8 +80,7 @@ class Guarded:
 
         raw = self.whole.view(torch.uint8)
         cut, end = self.before * self.item, (self.before + self.size) * self.item
-        touched = torch.stack([(raw[:cut] != GUARD_BYTE).any(), (raw[end:] != GUARD_BYTE).any()])
-        if not bool(touched.any()):
+        if not guards_touched(torch, raw[:cut], raw[end:]):
             return None
         elem = np.dtype((np.void, self.item))
         return guard_breach(name, raw[:cut].cpu().numpy().view(elem),
