@@ -228,7 +228,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="folder for breakdown_check.json")
     ap.add_argument("--check", action="store_true", help="CPU only: build and check the specs")
+    ap.add_argument("--only", nargs="+", metavar="PREFIX", default=None,
+                    help="run only the requests whose label starts with one of these (e.g. f g)")
     args = ap.parse_args()
+    requests = [r for r in REQUESTS
+                if args.only is None or any(r[0].startswith(p) for p in args.only)]
     if args.check:
         return check()
     if args.out is None:
@@ -250,7 +254,7 @@ def main() -> int:
             start = {"worker_start_s": round(time.perf_counter() - t0, 2)}
         except Exception as exc:  # noqa: BLE001
             start = {"worker_start_error": f"{type(exc).__name__}: {exc}"}
-        for label, build, lines, timeout, repeats in REQUESTS:
+        for label, build, lines, timeout, repeats in requests:
             res = run_one(worker, label, build, lines, timeout, repeats)
             print(f"[{label}] {'error' if 'error' in res else 'ok'} in {res['wall_s']} s",
                   flush=True)
