@@ -120,6 +120,9 @@ REGISTRY: dict[str, Bench] = {
     "gemm_wgmma_vs_cublas": Bench(
         "gemm_wgmma_vs_cublas.py", "8192 --rounds 15 --json {out}/gemm_wgmma_vs_cublas.json", 300,
         "Does the CUDA C++ WGMMA + TMA GEMM verify, and reach >= 90% of cuBLAS at 8192^3 bf16?"),
+    "attention_wgmma_vs_cudnn": Bench(
+        "attention_wgmma_vs_cudnn.py", "--json {out}/attention_wgmma_vs_cudnn.json", 560,
+        "Does the CUDA C++ WGMMA + TMA attention verify, and meet cuDNN (fp16, Z=4, H=32)?"),
     "cuda_idioms": Bench(
         "cuda_idioms.py", "--out {out}", 120,
         "Do __constant__ memory, a two-stage pipeline and a __half template run and verify?"),

@@ -266,120 +266,6 @@ KT_DEVICE_INLINE void setmaxnreg_dec() {
 }
 
 // ---------------------------------------------------------------------------
-// WGMMA (sm_90a): fences, groups and m64nNk16 bf16 -> f32 with both operands in shared memory
-// ---------------------------------------------------------------------------
-
-// Before the first wgmma of a batch: orders earlier register / shared-memory accesses.
-KT_DEVICE_INLINE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-
-KT_DEVICE_INLINE void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-
-// Wait until at most N committed wgmma groups are pending.
-template <int N>
-KT_DEVICE_INLINE void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Keep the compiler from moving accesses to the accumulators across an asynchronous wgmma
-// (which it sees as an ordinary asm statement): call before wgmma_fence() and after
-// wgmma_wait<>() on the accumulator array.
-template <int R>
-KT_DEVICE_INLINE void wgmma_fence_operand(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-#define KT_F8(d, i)                                                                          \
-  "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),          \
-      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-
-// Accumulator operand lists: %0 .. %(N/2 - 1).
-#define KT_WGMMA_D64 \
-  "%0, %1, %2, %3, %4, %5, %6, %7" ", " \
-  "%8, %9, %10, %11, %12, %13, %14, %15" ", " \
-  "%16, %17, %18, %19, %20, %21, %22, %23" ", " \
-  "%24, %25, %26, %27, %28, %29, %30, %31"
-#define KT_WGMMA_D128 KT_WGMMA_D64 ", " \
-  "%32, %33, %34, %35, %36, %37, %38, %39" ", " \
-  "%40, %41, %42, %43, %44, %45, %46, %47" ", " \
-  "%48, %49, %50, %51, %52, %53, %54, %55" ", " \
-  "%56, %57, %58, %59, %60, %61, %62, %63"
-#define KT_WGMMA_D256 KT_WGMMA_D128 ", " \
-  "%64, %65, %66, %67, %68, %69, %70, %71" ", " \
-  "%72, %73, %74, %75, %76, %77, %78, %79" ", " \
-  "%80, %81, %82, %83, %84, %85, %86, %87" ", " \
-  "%88, %89, %90, %91, %92, %93, %94, %95" ", " \
-  "%96, %97, %98, %99, %100, %101, %102, %103" ", " \
-  "%104, %105, %106, %107, %108, %109, %110, %111" ", " \
-  "%112, %113, %114, %115, %116, %117, %118, %119" ", " \
-  "%120, %121, %122, %123, %124, %125, %126, %127"
-#define KT_WGMMA_ARGS64(d) KT_F8(d, 0), KT_F8(d, 8), KT_F8(d, 16), KT_F8(d, 24)
-#define KT_WGMMA_ARGS128(d) KT_WGMMA_ARGS64(d), KT_F8(d, 32), KT_F8(d, 40), KT_F8(d, 48), \
-                            KT_F8(d, 56)
-#define KT_WGMMA_ARGS256(d) KT_WGMMA_ARGS128(d), KT_F8(d, 64), KT_F8(d, 72), KT_F8(d, 80), \
-                            KT_F8(d, 88), KT_F8(d, 96), KT_F8(d, 104), KT_F8(d, 112),        \
-                            KT_F8(d, 120)
-
-// "wgmma.mma_async.sync.aligned.m64n<N>k16.f32.bf16.bf16 d, a-desc, b-desc, scale-d,
-//  imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b": A and B from shared memory, scale-d a
-// predicate (0: D = A*B, 1: D += A*B), trans-a 0 (A K-major), trans-b TRANS_B (0: B stored
-// N x K, K-major; 1: B stored K x N).
-#define KT_WGMMA_BF16_ASM(N, DREGS, A, B, S, T)                                             \
-  "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
-  " wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" DREGS "}, %" #A ", %" #B   \
-  ", p, 1, 1, 0, %" #T ";\n}\n"
-
-template <int N>
-struct WgmmaBf16 {
-  static_assert(N == 64 || N == 128 || N == 256,
-                "[ktune] wgmma_bf16<N>: N must be 64, 128 or 256");
-};
-
-template <>
-struct WgmmaBf16<64> {
-  template <int TRANS_B>
-  static KT_DEVICE_INLINE void mma(float (&d)[32], unsigned long long a,
-                                   unsigned long long b, int scale_d) {
-    asm volatile(KT_WGMMA_BF16_ASM(64, KT_WGMMA_D64, 32, 33, 34, 35)
-                 : KT_WGMMA_ARGS64(d)
-                 : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));
-  }
-};
-
-template <>
-struct WgmmaBf16<128> {
-  template <int TRANS_B>
-  static KT_DEVICE_INLINE void mma(float (&d)[64], unsigned long long a,
-                                   unsigned long long b, int scale_d) {
-    asm volatile(KT_WGMMA_BF16_ASM(128, KT_WGMMA_D128, 64, 65, 66, 67)
-                 : KT_WGMMA_ARGS128(d)
-                 : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));
-  }
-};
-
-template <>
-struct WgmmaBf16<256> {
-  template <int TRANS_B>
-  static KT_DEVICE_INLINE void mma(float (&d)[128], unsigned long long a,
-                                   unsigned long long b, int scale_d) {
-    asm volatile(KT_WGMMA_BF16_ASM(256, KT_WGMMA_D256, 128, 129, 130, 131)
-                 : KT_WGMMA_ARGS256(d)
-                 : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));
-  }
-};
-
-// D (64 x N, f32, N/2 registers per thread of the warpgroup) = or += A (64 x 16) * B (16 x N).
-// Accumulator layout per thread t of the warpgroup (warp w = t / 32, lane l): register
-// 4 * j + 2 * h + e holds row 16 * w + l / 4 + 8 * h, column 8 * j + 2 * (l % 4) + e.
-template <int N, int TRANS_B = 0>
-KT_DEVICE_INLINE void wgmma_bf16(float (&d)[N / 2], unsigned long long desc_a,
-                                 unsigned long long desc_b, int scale_d) {
-  WgmmaBf16<N>::template mma<TRANS_B>(d, desc_a, desc_b, scale_d);
-}
-
-// ---------------------------------------------------------------------------
 // Small conversions for epilogues (no cuda_bf16.h under NVRTC)
 // ---------------------------------------------------------------------------
 
@@ -393,5 +279,8 @@ KT_DEVICE_INLINE unsigned int pack_bf16x2(float lo, float hi) {
 }  // namespace kt
 
 #endif  // __CUDACC__ || __CUDACC_RTC__
+
+// WGMMA: the instruction, its fences and its register fragments (sm_90a).
+#include <ktune_wgmma.cuh>
 
 #endif  // KTUNE_HOPPER_CUH

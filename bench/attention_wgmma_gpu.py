@@ -1,0 +1,176 @@
+"""The GPU half of ``bench/attention_wgmma_vs_cudnn.py``: correctness, timing, interleaved rounds.
+
+Kept apart so ``--check`` needs neither torch nor triton. ``run(args, cell)`` takes the parsed
+arguments and the module holding the cell helpers (``spec_for``, ``make_inputs``, ``SPACE``,
+``label``). Each step prints as it goes; the JSON and the final table are written at the end
+and after every (D, causal, N) case, so a run cut short keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+
+def sdpa_cudnn(q: Any, k: Any, v: Any, causal: int) -> Any:
+    """torch SDPA forced onto its cuDNN backend (fp16, (Z, H, N, D))."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+
+
+def error_pattern(got: Any, want: Any, n_ctx: int) -> str:
+    """Where a wrong output is wrong: by row within a 64-row warpgroup slice, by 8-column
+    chunk, and by query block, so one device run says which fragment or descriptor is off."""
+    err = np.abs(got.astype(np.float32) - want.astype(np.float32))
+    rows = err.max(axis=1)
+    by_row64 = [float(rows[r::64].max()) for r in range(0, 64, 8)]
+    by_col8 = [float(err[:, c:c + 8].max()) for c in range(0, err.shape[1], 8)]
+    per_head = rows.reshape(-1, n_ctx)
+    by_block = [float(per_head[:, b:b + 64].max()) for b in range(0, min(n_ctx, 512), 64)]
+    return (f"max err {err.max():.3g}; by row%64 (step 8) {np.round(by_row64, 3).tolist()}; "
+            f"by 8-col chunk {np.round(by_col8, 3).tolist()}; by 64-row block "
+            f"{np.round(by_block, 3).tolist()}; NaN {int(np.isnan(got.astype(np.float32)).sum())}")
+
+
+def in_process(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None):
+    """Compile and bind ``cfg`` in this process; return (bound, host inputs, torch q k v)."""
+    import torch
+
+    from jupyter_ktune.backends.cuda.backend import CudaBackend
+
+    spec = cell.spec_for(n_ctx, d, causal, body_edit=body_edit)
+    host = cell.make_inputs(n_ctx, d, causal)()
+    bound = CudaBackend().compile(spec, spec.space.config(cfg)).bind(host)
+    zh = host["ZH"]
+    qkv = [torch.from_numpy(host[x]).cuda().view(cell.Z, zh // cell.Z, n_ctx, d)
+           for x in ("q", "k", "v")]
+    return bound, host, qkv
+
+
+def against_cudnn(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None):
+    """Launch ``cfg`` once and compare with cuDNN SDPA on the same inputs: (rel err, text)."""
+    import torch
+
+    bound, host, (q, k, v) = in_process(cell, cfg, n_ctx, d, causal, body_edit)
+    want = sdpa_cudnn(q, k, v, causal).reshape(-1, d).float()
+    bound.launch()
+    torch.cuda.synchronize()
+    got = torch.from_numpy(bound.read_outputs()["o"]).cuda().float()
+    rel = ((got - want).abs().max() / want.abs().max()).item()
+    return rel, error_pattern(got.cpu().numpy(), want.cpu().numpy(), n_ctx), bound, (q, k, v)
+
+
+def swap_lbo_sbo(body: str) -> str:
+    """The V descriptor with its two byte offsets exchanged (a diagnosis, not a config)."""
+    return body.replace("kt::wgmma_desc_mnmajor_sw128(v_addr + kb * 16 * 128, BLOCK_N * 128)",
+                        "kt::wgmma_desc<128>(v_addr + kb * 16 * 128, 1024u, BLOCK_N * 128)")
+
+
+def run(args: Any, cell: Any) -> int:
+    import cloudpickle
+    import torch
+    import triton
+
+    from jupyter_ktune import run_kernel
+
+    if cell.__name__ != "__main__":  # the worker cannot import bench modules: send them whole
+        cloudpickle.register_pickle_by_value(cell)
+    from jupyter_ktune.tune.report import ratio_ci
+
+    out: dict[str, Any] = {"space": cell.SPACE, "correct": {}, "cases": [],
+                           "device": torch.cuda.get_device_name(),
+                           "torch": torch.__version__, "triton": triton.__version__}
+
+    def save() -> None:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+
+    print("1. correctness through the extension (float32 NumPy reference, fresh inputs), "
+          "Z*H = 16", flush=True)
+    good: dict[int, list[dict]] = {}
+    for d in args.dims:
+        good[d] = []
+        for cfg in cell.SPACE[d]:
+            verdicts = []
+            for n_ctx, causal in ((1024, 0), (1024, 1), (1000, 0)):
+                r = run_kernel(cell.spec_for(n_ctx, d, causal, zh=16), cfg)
+                verdicts.append(r.status.value)
+                print(f"   {cell.label(cfg):30} N={n_ctx} causal={causal}: {r.status.value}  "
+                      f"{r.reason[:220]}", flush=True)
+            out["correct"][cell.label(cfg)] = verdicts
+            if all(v == "ok" for v in verdicts):
+                good[d].append(cfg)
+        if not good[d]:
+            cfg = cell.SPACE[d][0]
+            rel, pattern, _, _ = against_cudnn(cell, cfg, 1024, d, 0)
+            print(f"   {cell.label(cfg)} against cuDNN: rel err {rel:.3g}; {pattern}")
+            rel2, pattern2, _, _ = against_cudnn(cell, cfg, 1024, d, 0, swap_lbo_sbo)
+            print(f"   same, V descriptor offsets swapped: rel err {rel2:.3g}; {pattern2}")
+            out.setdefault("diagnosis", {})[str(d)] = [pattern, pattern2]
+    save()
+
+    print("2./3. timing per case: extension (verify off), then interleaved do_bench vs cuDNN",
+          flush=True)
+    rows = []
+    for d in args.dims:
+        for causal in args.causal:
+            for n_ctx in args.contexts:
+                if not good[d]:
+                    continue
+                case: dict[str, Any] = {"D": d, "causal": causal, "N": n_ctx, "ext_ms": {}}
+                spec = cell.spec_for(n_ctx, d, causal).with_options(verify=False)
+                for cfg in good[d]:
+                    r = run_kernel(spec, cfg)
+                    case["ext_ms"][cell.label(cfg)] = r.median_ms
+                    print(f"   D={d} causal={causal} N={n_ctx} {cell.label(cfg):30} "
+                          f"{r.status.value} {r.median_ms} ms", flush=True)
+                timed = {k: v for k, v in case["ext_ms"].items() if v}
+                if not timed:
+                    continue
+                best_label = min(timed, key=timed.get)
+                best = next(c for c in good[d] if cell.label(c) == best_label)
+                rel, pattern, bound, (q, k, v) = against_cudnn(cell, best, n_ctx, d, causal)
+                case.update(best=best_label, rel_err_vs_cudnn=rel)
+                print(f"   best {best_label}: against cuDNN rel err {rel:.2e}", flush=True)
+                if not rel < 2e-2:
+                    print(f"   WRONG against cuDNN ({pattern}): not timing it")
+                    out["cases"].append(case)
+                    save()
+                    continue
+                sides = {"cuDNN": lambda: sdpa_cudnn(q, k, v, causal), best_label: bound.launch}
+                samples: dict[str, list[float]] = {s: [] for s in sides}
+                names = list(sides)
+                t0 = time.perf_counter()
+                for rnd in range(args.rounds):
+                    for s in names[rnd % 2:] + names[:rnd % 2]:
+                        samples[s].append(float(triton.testing.do_bench(sides[s],
+                                                                        return_mode="median")))
+                flops = 4 * cell.Z * cell.H * n_ctx * n_ctx * d / (2 if causal else 1)
+                ratio, lo, hi = ratio_ci(np.asarray(samples[best_label]),
+                                         np.asarray(samples["cuDNN"]))
+                med = {s: float(np.median(v)) for s, v in samples.items()}
+                case.update(samples_ms=samples, pct_of_cudnn=[100 * ratio, 100 * lo, 100 * hi],
+                            tflops={s: flops / (m * 1e-3) / 1e12 for s, m in med.items()},
+                            rounds_s=round(time.perf_counter() - t0, 1))
+                print(f"   {args.rounds} rounds: cuDNN {med['cuDNN']:.3f} ms, ours "
+                      f"{med[best_label]:.3f} ms: {100 * ratio:.1f} % [{100 * lo:.1f}, "
+                      f"{100 * hi:.1f}]", flush=True)
+                out["cases"].append(case)
+                rows.append(case)
+                save()
+    print(f"\nfp16 attention forward, Z={cell.Z} H={cell.H}, on {out['device']} (torch "
+          f"{torch.__version__}, triton {triton.__version__}); {args.rounds} interleaved rounds")
+    print(f"{'D':>3} {'causal':>6} {'N':>6}  {'best config':30} {'ours TF/s':>9} "
+          f"{'cuDNN TF/s':>10}  % of cuDNN [95 % CI]")
+    for c in rows:
+        tf = c["tflops"]
+        pct = c["pct_of_cudnn"]
+        print(f"{c['D']:3} {c['causal']:6} {c['N']:6}  {c['best']:30} {tf[c['best']]:9.1f} "
+              f"{tf['cuDNN']:10.1f}  {pct[0]:5.1f} [{pct[1]:.1f}, {pct[2]:.1f}]")
+    save()
+    return 0
