@@ -39,14 +39,18 @@ NB = ROOT / "examples" / "attention_wgmma.ipynb"
 H200 = {"SMEM_PER_BLOCK": 232448, "SM_COUNT": 132}
 Z, H = 4, 32
 
-_D128 = dict(HEAD_DIM=128, BLOCK_N=128, CONSUMERS=2, STAGES=2, OVERLAP=1, PINGPONG=1)
-_D64 = dict(HEAD_DIM=64, BLOCK_N=128, CONSUMERS=2, STAGES=3, OVERLAP=1, PINGPONG=1)
+_D128 = dict(HEAD_DIM=128, BLOCK_N=128, CONSUMERS=2, STAGES=2, OVERLAP=1, PINGPONG=0,
+             PERSISTENT=1, EXP_POLY=0)
+_D64 = dict(HEAD_DIM=64, BLOCK_N=128, CONSUMERS=2, STAGES=3, OVERLAP=1, PINGPONG=1,
+            PERSISTENT=1, EXP_POLY=2)
 #: the bench space per head dim: the notebook's start, the plain kernel, and neighbours
 SPACE = {
-    128: [_D128, dict(_D128, OVERLAP=0, PINGPONG=0), dict(_D128, PINGPONG=0),
-          dict(_D128, BLOCK_N=64, STAGES=3), dict(_D128, CONSUMERS=1, PINGPONG=0)],
-    64: [_D64, dict(_D64, OVERLAP=0, PINGPONG=0), dict(_D64, PINGPONG=0),
-         dict(_D64, CONSUMERS=3, PINGPONG=0, BLOCK_N=64), dict(_D64, STAGES=2)],
+    128: [_D128, dict(_D128, OVERLAP=0, PINGPONG=0, PERSISTENT=0),
+          dict(_D128, PERSISTENT=0), dict(_D128, PINGPONG=1), dict(_D128, EXP_POLY=2),
+          dict(_D128, STAGES=3), dict(_D128, PINGPONG=1, PERSISTENT=0)],
+    64: [_D64, dict(_D64, OVERLAP=0, PINGPONG=0, PERSISTENT=0, EXP_POLY=0),
+         dict(_D64, EXP_POLY=0), dict(_D64, EXP_POLY=3), dict(_D64, PERSISTENT=0),
+         dict(_D64, CONSUMERS=3, PINGPONG=0, BLOCK_N=64), dict(_D64, EXP_POLY=4)],
 }
 
 
@@ -108,7 +112,7 @@ def spec_for(n_ctx: int, d: int, causal: int, zh: int = Z * H, body_edit=None):
 
 def label(cfg: dict) -> str:
     return (f"D{cfg['HEAD_DIM']} n{cfg['BLOCK_N']} c{cfg['CONSUMERS']} s{cfg['STAGES']} "
-            f"ov{cfg['OVERLAP']} pp{cfg['PINGPONG']}")
+            f"ov{cfg['OVERLAP']} pp{cfg['PINGPONG']} p{cfg['PERSISTENT']} e{cfg['EXP_POLY']}")
 
 
 def check(all_configs: bool) -> int:

@@ -248,6 +248,20 @@ KT_DEVICE_INLINE float exp2_approx(float x) {
   return y;
 }
 
+// 2^x for x <= 0 on the FMA pipe instead of the SFU: round x to k + f (f in [-0.5, 0.5]) with
+// the 1.5 * 2^23 trick, a degree-3 polynomial for 2^f (minimax on relative error, 7.5e-5,
+// below fp16's half ulp of 4.9e-4), and k added to the exponent bits. MUFU.EX2 runs at 16 per
+// clock per SM on sm_90, the FMA pipe at 128, so a softmax that is bound by the SFU can move a
+// fraction of its exponentials here (FlashAttention-4's trick). x below -126 gives ~0
+// (-inf included), which is what a masked score needs.
+KT_DEVICE_INLINE float exp2_poly(float x) {
+  x = fmaxf(x, -126.f);
+  const float t = x + 12582912.f;  // round(x) in the low mantissa bits of t
+  const float f = x - (t - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.05517167f, f, 0.24261113f), f, 0.69326097f), f, 0.99992806f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 // ---------------------------------------------------------------------------
 // Named barriers: a subset of the CTA's warps meets (e.g. two consumer warpgroups taking
 // turns at the tensor cores). IDs 1..15 (0 is __syncthreads'); `threads` a multiple of 32.
