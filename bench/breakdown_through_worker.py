@@ -23,6 +23,9 @@ f. the sm_90a WGMMA + TMA GEMM of examples/gemm_wgmma.ipynb (4096^3): its produc
    and consumers' ``mma`` / ``store`` scopes, traced from an nvcc build (issue 20 item 3), at
    the notebook's tuned config and at its plain one, with the overlap summary of each
 g. the tuned WGMMA GEMM with ``lines=True``: ncu's per-line stalls on the cell's lines
+h. the WGMMA attention of examples/attention_wgmma.ipynb (fp16, Z*H = 128, N = 4096, D = 64
+   and 128, non-causal): the producer's ``load`` and the consumers' ``mma`` / ``store`` scopes
+i. the same attention with ``lines=True``: where its warps stall, by cell line
 
 Each request has its own timeout and try/except, so one failure leaves the rest to run. Writes
 DIR/breakdown_check.json and prints a short table last.
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import breakdown_overhead as bo  # noqa: E402 - the CUDA spec and the Triton cell, reused
+import attention_wgmma_vs_cudnn as aw  # noqa: E402 - the WGMMA attention cell
 import gemm_wgmma_vs_cublas as wg  # noqa: E402 - the WGMMA GEMM cell, read from the notebook
 
 CUDA_SIZE = 1024
@@ -106,6 +110,14 @@ def wgmma_request(config: dict[str, Any]) -> Any:
     return build
 
 
+def attention_request(d: int) -> Any:
+    """A builder for the notebook's attention cell at the bench's starting config for ``d``."""
+    def build() -> tuple[Any, Any]:
+        spec = aw.spec_for(4096, d, 0)
+        return spec, spec.space.config(aw.SPACE[d][0])
+    return build
+
+
 WGMMA_PLAIN = wg.SPACE[1]  # the notebook's plain setting: 1 consumer, 2 stages, per-tile grid
 
 
@@ -119,6 +131,10 @@ REQUESTS = (
     ("f_wgmma_scopes_tuned", wgmma_request(wg._BASE), False, 120, 2),
     ("f_wgmma_scopes_plain", wgmma_request(WGMMA_PLAIN), False, 120, 1),
     ("g_wgmma_lines", wgmma_request(wg._BASE), True, 180, 1),
+    ("h_attn64_scopes", attention_request(64), False, 120, 1),
+    ("h_attn128_scopes", attention_request(128), False, 120, 1),
+    ("i_attn64_lines", attention_request(64), True, 180, 1),
+    ("i_attn128_lines", attention_request(128), True, 180, 1),
 )
 
 
@@ -208,8 +224,8 @@ def check() -> int:
 
     from jupyter_ktune.backends import get_backend
 
-    cloudpickle.register_pickle_by_value(bo)
-    cloudpickle.register_pickle_by_value(wg)
+    for module in (bo, wg, aw):
+        cloudpickle.register_pickle_by_value(module)
     bad = 0
     for label, build, lines, _, _ in REQUESTS:
         try:
@@ -242,8 +258,8 @@ def main() -> int:
     from jupyter_ktune.runner.client import DeviceWorker
 
     # the CUDA spec's inputs/reference live in breakdown_overhead, which the worker cannot import
-    cloudpickle.register_pickle_by_value(bo)
-    cloudpickle.register_pickle_by_value(wg)
+    for module in (bo, wg, aw):
+        cloudpickle.register_pickle_by_value(module)
     args.out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     results: list[dict[str, Any]] = []

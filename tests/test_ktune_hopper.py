@@ -146,7 +146,7 @@ def test_wgmma_rejects_unsupported_n(tmp_path: Path) -> None:
                                    "desc, desc, 1);")
     built = _compile(tmp_path, bad, name="bad")
     assert built.returncode != 0
-    assert "N must be 64, 128 or 256" in built.stderr
+    assert "N must be 64, 128, 176, 192 or 256" in built.stderr
 
 
 @needs_nvcc

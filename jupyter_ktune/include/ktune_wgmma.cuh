@@ -76,7 +76,8 @@ KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
 }
 
 // ---------------------------------------------------------------------------
-// The instruction: m64nNk16, f32 accumulator, bf16 or fp16 inputs, N in {64, 128, 256}
+// The instruction: m64nNk16, f32 accumulator, bf16 or fp16 inputs, N in {64, 128, 176, 192,
+// 256} (176 and 192: the kv tiles FlashAttention-3 found best for head dim 128)
 // ---------------------------------------------------------------------------
 
 #define KT_F8(d, i)                                                                          \
@@ -94,6 +95,12 @@ KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
   "%40, %41, %42, %43, %44, %45, %46, %47" ", " \
   "%48, %49, %50, %51, %52, %53, %54, %55" ", " \
   "%56, %57, %58, %59, %60, %61, %62, %63"
+#define KT_WGMMA_D176 KT_WGMMA_D128 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71" ", " \
+  "%72, %73, %74, %75, %76, %77, %78, %79" ", " \
+  "%80, %81, %82, %83, %84, %85, %86, %87"
+#define KT_WGMMA_D192 KT_WGMMA_D176 ", " \
+  "%88, %89, %90, %91, %92, %93, %94, %95"
 #define KT_WGMMA_D256 KT_WGMMA_D128 ", " \
   "%64, %65, %66, %67, %68, %69, %70, %71" ", " \
   "%72, %73, %74, %75, %76, %77, %78, %79" ", " \
@@ -106,6 +113,8 @@ KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
 #define KT_WGMMA_ARGS64(d) KT_F8(d, 0), KT_F8(d, 8), KT_F8(d, 16), KT_F8(d, 24)
 #define KT_WGMMA_ARGS128(d) KT_WGMMA_ARGS64(d), KT_F8(d, 32), KT_F8(d, 40), KT_F8(d, 48), \
                             KT_F8(d, 56)
+#define KT_WGMMA_ARGS176(d) KT_WGMMA_ARGS128(d), KT_F8(d, 64), KT_F8(d, 72), KT_F8(d, 80)
+#define KT_WGMMA_ARGS192(d) KT_WGMMA_ARGS176(d), KT_F8(d, 88)
 #define KT_WGMMA_ARGS256(d) KT_WGMMA_ARGS128(d), KT_F8(d, 64), KT_F8(d, 72), KT_F8(d, 80), \
                             KT_F8(d, 88), KT_F8(d, 96), KT_F8(d, 104), KT_F8(d, 112),        \
                             KT_F8(d, 120)
@@ -132,8 +141,8 @@ enum WgmmaType { WG_BF16 = 0, WG_F16 = 1 };
 
 template <int N, int TYPE>
 struct Wgmma {
-  static_assert(N == 64 || N == 128 || N == 256,
-                "[ktune] wgmma_bf16<N> / wgmma_ss / wgmma_rs: N must be 64, 128 or 256");
+  static_assert(N == 64 || N == 128 || N == 176 || N == 192 || N == 256,
+                "[ktune] wgmma_bf16<N> / wgmma_ss / wgmma_rs: N must be 64, 128, 176, 192 or 256");
 };
 
 // One specialisation per N: the operand numbers after the N/2 accumulators differ.
@@ -169,6 +178,10 @@ struct Wgmma {
 KT_WGMMA_DEFINE(64, KT_WGMMA_D64, KT_WGMMA_ARGS64, 32, 33, 34, 35, 32, 33, 34, 35, 36, 37, 38)
 KT_WGMMA_DEFINE(128, KT_WGMMA_D128, KT_WGMMA_ARGS128, 64, 65, 66, 67, 64, 65, 66, 67, 68, 69,
                 70)
+KT_WGMMA_DEFINE(176, KT_WGMMA_D176, KT_WGMMA_ARGS176, 88, 89, 90, 91, 88, 89, 90, 91, 92, 93,
+                94)
+KT_WGMMA_DEFINE(192, KT_WGMMA_D192, KT_WGMMA_ARGS192, 96, 97, 98, 99, 96, 97, 98, 99, 100, 101,
+                102)
 KT_WGMMA_DEFINE(256, KT_WGMMA_D256, KT_WGMMA_ARGS256, 128, 129, 130, 131, 128, 129, 130, 131,
                 132, 133, 134)
 
