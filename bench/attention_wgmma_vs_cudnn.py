@@ -106,6 +106,7 @@ def spec_for(n_ctx: int, d: int, causal: int, zh: int = Z * H, body_edit=None):
     from jupyter_ktune import parse_cell
 
     line, body = kernel_cell()
+    body = body.replace("HEAD_DIM in [128]", f"HEAD_DIM in [{d}]", 1)  # the cell's D is one
     if body_edit is not None:
         body = body_edit(body)
     return parse_cell(line, body, {"inputs": make_inputs(n_ctx, d, causal, zh),

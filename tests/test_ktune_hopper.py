@@ -72,6 +72,17 @@ PRIMITIVES = {
     "wgmma m64n64k16 B k-by-n": ("kt::wgmma_fence(); kt::wgmma_bf16<64, 1>(reinterpret_cast"
                                  "<float(&)[32]>(d), desc, desc, 1); kt::wgmma_commit();"
                                  " kt::wgmma_wait<0>();", "HGMMA.64x64x16.F32.BF16"),
+    "wgmma fp16 m64n176k16": ("kt::wgmma_fence(); kt::wgmma_ss<176, kt::WG_F16>(reinterpret_cast"
+                              "<float(&)[88]>(d), desc, desc, flag); kt::wgmma_commit();"
+                              " kt::wgmma_wait<0>();", "HGMMA.64x176x16.F32"),
+    "wgmma fp16 m64n192k16 A in registers, B MN-major": (
+        "unsigned a[4] = {kt::pack_f16x2(d[0], d[1]), kt::pack_f16x2(d[2], d[3]), 0u, 0u};"
+        " kt::wgmma_fence_operand(a); kt::wgmma_fence(); kt::wgmma_rs<192, kt::WG_F16, 1>("
+        "reinterpret_cast<float(&)[96]>(d), a, kt::wgmma_desc_mnmajor_sw128(kt::smem_u32(tile),"
+        " 8192u), flag); kt::wgmma_commit(); kt::wgmma_wait<0>();", "HGMMA.64x192x16.F32"),
+    "named barrier sync": ("kt::named_barrier_sync(1, 256);", "BAR.SYNC"),
+    "named barrier arrive": ("kt::named_barrier_arrive(2, 256);", "BAR.ARV"),
+    "exp2 on the SFU": ("d[5] = kt::exp2_approx(d[5] * out[1]);", "MUFU.EX2"),
     "tma load": ("kt::tma_load_2d(tile, &map, &bar, 0, flag);", "UTMALDG.2D"),
     "tma load multicast": ("kt::tma_load_2d_multicast(tile, &map, &bar, 0, flag, 3);",
                            "UTMALDG.2D.MULTICAST"),
@@ -183,6 +194,11 @@ HOST = r"""
 #include <cstdio>
 static_assert(kt::wgmma_desc_kmajor<128>(0u) == ((1ull << 62) | (64ull << 32) | (1ull << 16)),
               "kmajor 128B");
+// MN-major SW128 (a row-major V tile as P * V's B): LBO = the 64-column panel stride,
+// SBO = 8 rows of 128 bytes
+static_assert(kt::wgmma_desc_mnmajor_sw128(2048u, 16384u) ==
+                  ((1ull << 62) | (64ull << 32) | (1024ull << 16) | 128ull),
+              "mnmajor 128B");
 template <int S> void one(unsigned a, unsigned l, unsigned s) {
   std::printf("%u %u %u %d %llu\n", a, l, s, S, kt::wgmma_desc<S>(a, l, s));
 }
