@@ -18,6 +18,7 @@ import concurrent.futures as cf
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -123,8 +124,19 @@ def warm_up(backend: str) -> None:
 POOL_NICENESS = 10
 
 
+def pool_process_setup() -> None:
+    """Pool initializer: leave Interrupt to the notebook, compile at a lower priority.
+
+    Jupyter signals the kernel's whole process group: each pool process died of
+    KeyboardInterrupt with a traceback (bench/results/notebook_headless/2026-12-01-1618) and
+    the pool was broken for the next sweep. The sweep stops in the notebook's process."""
+    with contextlib.suppress(ValueError, AttributeError):  # not the main thread / no SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lower_priority()
+
+
 def lower_priority() -> None:
-    """Pool initializer: compile at a lower CPU priority than the device worker.
+    """Compile at a lower CPU priority than the device worker.
 
     The pool takes every CPU but the worker's. While it compiles, the worker times kernels,
     and the protocol relies on the host enqueueing the next kernel while the L2 flush keeps the
@@ -147,7 +159,7 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     """
     import multiprocessing
 
-    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=lower_priority,
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=pool_process_setup,
                                   mp_context=multiprocessing.get_context("spawn"))
     if backend is not None:
         for _ in range(workers):
