@@ -38,26 +38,37 @@ def error_pattern(got: Any, want: Any, n_ctx: int) -> str:
             f"{np.round(by_block, 3).tolist()}; NaN {int(np.isnan(got.astype(np.float32)).sum())}")
 
 
-def in_process(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None):
-    """Compile and bind ``cfg`` in this process; return (bound, host inputs, torch q k v)."""
+def in_process(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None,
+               fp8: bool = False):
+    """Compile and bind ``cfg`` in this process; return (bound, host inputs, torch q k v).
+
+    With ``fp8`` the torch tensors are the same e4m3 values as float8_e4m3fn tensors."""
     import torch
 
     from jupyter_ktune.backends.cuda.backend import CudaBackend
 
-    spec = cell.spec_for(n_ctx, d, causal, body_edit=body_edit)
-    host = cell.make_inputs(n_ctx, d, causal)()
+    spec = cell.spec_for(n_ctx, d, causal, body_edit=body_edit, fp8=fp8)
+    host = cell.make_inputs(n_ctx, d, causal, fp8=fp8)()
     bound = CudaBackend().compile(spec, spec.space.config(cfg)).bind(host)
     zh = host["ZH"]
-    qkv = [torch.from_numpy(host[x]).cuda().view(cell.Z, zh // cell.Z, n_ctx, d)
-           for x in ("q", "k", "v")]
-    return bound, host, qkv
+
+    def dev(a: Any) -> Any:
+        t = torch.from_numpy(a.view(np.uint8) if fp8 else a).cuda()
+        return (t.view(torch.float8_e4m3fn) if fp8 else t).view(cell.Z, zh // cell.Z, n_ctx, d)
+
+    return bound, host, [dev(host[x]) for x in ("q", "k", "v")]
 
 
-def against_cudnn(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None):
-    """Launch ``cfg`` once and compare with cuDNN SDPA on the same inputs: (rel err, text)."""
+def against_cudnn(cell: Any, cfg: dict, n_ctx: int, d: int, causal: int, body_edit=None,
+                  fp8: bool = False):
+    """Launch ``cfg`` once and compare with cuDNN SDPA on the same inputs: (rel err, text).
+
+    fp8 inputs go to cuDNN as fp16 tensors of the same values (exact: e4m3 fits in fp16)."""
     import torch
 
-    bound, host, (q, k, v) = in_process(cell, cfg, n_ctx, d, causal, body_edit)
+    bound, host, (q, k, v) = in_process(cell, cfg, n_ctx, d, causal, body_edit, fp8)
+    if fp8:
+        q, k, v = (x.to(torch.float16) for x in (q, k, v))
     want = sdpa_cudnn(q, k, v, causal).reshape(-1, d).float()
     bound.launch()
     torch.cuda.synchronize()
@@ -72,6 +83,96 @@ def swap_lbo_sbo(body: str) -> str:
                         "kt::wgmma_desc<128>(v_addr + kb * 16 * 128, 1024u, BLOCK_N * 128)")
 
 
+def fp8_sdpa(q8: Any, k8: Any, v8: Any, causal: int) -> tuple[Any, str]:
+    """torch SDPA on float8_e4m3fn tensors under cuDNN, if this torch has it: (fn, note)."""
+    try:
+        sdpa_cudnn(q8, k8, v8, causal)
+        return (lambda: sdpa_cudnn(q8, k8, v8, causal)), "cuDNN fp8 through SDPA"
+    except Exception as exc:  # noqa: BLE001 - the finding is whether torch exposes it
+        return None, f"not exposed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+
+def run_fp8(args: Any, cell: Any) -> int:
+    """The e4m3 cell: verify (atol 0.5, rtol 0.1), time, race cuDNN fp16 (and fp8 if exposed)."""
+    import torch
+    import triton
+
+    from jupyter_ktune import run_kernel
+    from jupyter_ktune.tune.report import ratio_ci
+
+    out: dict[str, Any] = {"space": cell.SPACE_FP8, "correct": {}, "cases": [],
+                           "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    print("fp8 1. correctness through the extension (atol 0.5, rtol 0.1; Z*H = 16)", flush=True)
+    good: dict[int, list[dict]] = {}
+    for d in args.dims:
+        good[d] = []
+        for cfg in cell.SPACE_FP8[d]:
+            verdicts = []
+            for n_ctx, causal in ((1024, 0), (1024, 1), (1000, 0)):
+                r = run_kernel(cell.spec_for(n_ctx, d, causal, zh=16, fp8=True), cfg)
+                verdicts.append(r.status.value)
+                print(f"   {cell.label(cfg):34} N={n_ctx} causal={causal}: {r.status.value}  "
+                      f"{r.reason[:200]}", flush=True)
+            out["correct"][cell.label(cfg)] = verdicts
+            if all(v == "ok" for v in verdicts):
+                good[d].append(cfg)
+    args.json.write_text(json.dumps(out, indent=1, default=str))
+    print("fp8 2. per case: extension timing, then interleaved rounds against cuDNN", flush=True)
+    for d in args.dims:
+        for causal in args.causal:
+            for n_ctx in sorted(args.contexts):
+                if not good[d]:
+                    continue
+                spec = cell.spec_for(n_ctx, d, causal, fp8=True).with_options(verify=False)
+                timed = {}
+                for cfg in good[d]:
+                    r = run_kernel(spec, cfg)
+                    timed[cell.label(cfg)] = (r.median_ms, cfg)
+                    print(f"   D={d} causal={causal} N={n_ctx} {cell.label(cfg):34} "
+                          f"{r.status.value} {r.median_ms} ms", flush=True)
+                timed = {k: v for k, v in timed.items() if v[0]}
+                if not timed:
+                    continue
+                best_label = min(timed, key=lambda k: timed[k][0])
+                rel, pattern, bound, (q8, k8, v8) = against_cudnn(
+                    cell, timed[best_label][1], n_ctx, d, causal, fp8=True)
+                print(f"   best {best_label}: against cuDNN fp16 on the same values: rel err "
+                      f"{rel:.2e}", flush=True)
+                q, k, v = (x.to(torch.float16) for x in (q8, k8, v8))
+                sides = {"cuDNN fp16": lambda: sdpa_cudnn(q, k, v, causal), best_label: bound.launch}
+                fn8, note8 = fp8_sdpa(q8, k8, v8, causal)
+                if fn8 is not None:
+                    sides["cuDNN fp8"] = fn8
+                print(f"   fp8 SDPA: {note8}", flush=True)
+                samples: dict[str, list[float]] = {s: [] for s in sides}
+                names = list(sides)
+                for rnd in range(args.rounds):
+                    for s in names[rnd % len(names):] + names[:rnd % len(names)]:
+                        samples[s].append(float(triton.testing.do_bench(sides[s],
+                                                                        return_mode="median")))
+                flops = 4 * cell.Z * cell.H * n_ctx * n_ctx * d / (2 if causal else 1)
+                med = {s: float(np.median(v)) for s, v in samples.items()}
+                case = {"D": d, "causal": causal, "N": n_ctx, "best": best_label,
+                        "rel_err_vs_cudnn_fp16": rel, "fp8_sdpa": note8, "samples_ms": samples,
+                        "tflops": {s: flops / (m * 1e-3) / 1e12 for s, m in med.items()}}
+                for s in sides:
+                    if s != best_label:
+                        ratio, lo, hi = ratio_ci(np.asarray(samples[best_label]),
+                                                 np.asarray(samples[s]))
+                        case[f"pct_of_{s.replace(' ', '_')}"] = [100 * ratio, 100 * lo, 100 * hi]
+                print("   " + ", ".join(f"{s} {m:.3f} ms ({case['tflops'][s]:.0f} TFLOP/s)"
+                                        for s, m in med.items()), flush=True)
+                out["cases"].append(case)
+                args.json.write_text(json.dumps(out, indent=1, default=str))
+    print(f"\nfp8 (e4m3) attention forward, Z={cell.Z} H={cell.H}, {args.rounds} interleaved rounds")
+    for c in out["cases"]:
+        pcts = {k: v for k, v in c.items() if k.startswith("pct_of_")}
+        print(f"D={c['D']} causal={c['causal']} N={c['N']} {c['best']}: " + "; ".join(
+            f"{k[7:]} {v[0]:.1f} % [{v[1]:.1f}, {v[2]:.1f}]" for k, v in pcts.items())
+            + f"; {c['fp8_sdpa']}")
+    return 0
+
+
 def run(args: Any, cell: Any) -> int:
     import cloudpickle
     import torch
@@ -81,6 +182,8 @@ def run(args: Any, cell: Any) -> int:
 
     if cell.__name__ != "__main__":  # the worker cannot import bench modules: send them whole
         cloudpickle.register_pickle_by_value(cell)
+    if getattr(args, "fp8", False):
+        return run_fp8(args, cell)
     from jupyter_ktune.tune.report import ratio_ci
 
     out: dict[str, Any] = {"space": cell.SPACE, "correct": {}, "cases": [],

@@ -66,22 +66,30 @@ def kernel_cell() -> tuple[str, str]:
     return line.removeprefix("%%kernel").strip(), body
 
 
-def make_inputs(n_ctx: int, d: int, causal: int, zh: int = Z * H):
-    """The notebook's inputs function at one shape."""
+#: TMA box columns and swizzle span, per the cell's FP8 tunable: a box row is one swizzle span
+#: (64 fp16 columns in 128 bytes; a whole e4m3 row of HEAD_DIM bytes).
+PANEL, SPAN = "HEAD_DIM if FP8 else 64", "HEAD_DIM if FP8 else 128"
+#: fp8 tolerance, as examples/attention.ipynb's fp8 cell: P is rounded to e4m3 (3 mantissa bits)
+FP8_TOLERANCE = " --atol 0.5 --rtol 0.1"
+
+
+def make_inputs(n_ctx: int, d: int, causal: int, zh: int = Z * H, fp8: bool = False):
+    """The notebook's inputs function at one shape (Q, K, V in e4m3 with ``fp8``)."""
     def inputs() -> dict[str, Any]:
+        import ml_dtypes
         import numpy as np
 
         import jupyter_ktune
 
         rng = np.random.default_rng()
         shape = (zh * n_ctx, d)
-        q, k, v = (rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
-                   for _ in range(3))
+        dtype = ml_dtypes.float8_e4m3fn if fp8 else np.float16
+        q, k, v = (rng.standard_normal(shape, dtype=np.float32).astype(dtype) for _ in range(3))
         return dict(q=q, k=k, v=v, o=np.empty(shape, np.float16), sm_scale=float(1 / np.sqrt(d)),
                     N_CTX=n_ctx, ZH=zh, causal=causal,
-                    q_map=jupyter_ktune.tma("q", box=("64 * CONSUMERS", 64), swizzle=128),
-                    k_map=jupyter_ktune.tma("k", box=("BLOCK_N", 64), swizzle=128),
-                    v_map=jupyter_ktune.tma("v", box=("BLOCK_N", 64), swizzle=128))
+                    q_map=jupyter_ktune.tma("q", box=("64 * CONSUMERS", PANEL), swizzle=SPAN),
+                    k_map=jupyter_ktune.tma("k", box=("BLOCK_N", PANEL), swizzle=SPAN),
+                    v_map=jupyter_ktune.tma("v", box=("BLOCK_N", PANEL), swizzle=SPAN))
     return inputs
 
 
@@ -102,20 +110,29 @@ def reference(q: Any, k: Any, v: Any, sm_scale: float, N_CTX: int, causal: int,
     return out
 
 
-def spec_for(n_ctx: int, d: int, causal: int, zh: int = Z * H, body_edit=None):
+def spec_for(n_ctx: int, d: int, causal: int, zh: int = Z * H, body_edit=None,
+             fp8: bool = False):
     from jupyter_ktune import parse_cell
 
     line, body = kernel_cell()
     body = body.replace("HEAD_DIM in [128]", f"HEAD_DIM in [{d}]", 1)  # the cell's D is one
+    if fp8:  # the cell's dtype is one too
+        body, line = body.replace("FP8 in [0]", "FP8 in [1]", 1), line + FP8_TOLERANCE
     if body_edit is not None:
         body = body_edit(body)
-    return parse_cell(line, body, {"inputs": make_inputs(n_ctx, d, causal, zh),
+    return parse_cell(line, body, {"inputs": make_inputs(n_ctx, d, causal, zh, fp8),
                                    "reference": reference})
+
+
+#: the fp8 space: the fp16 starting configs in e4m3 (FP8 needs OVERLAP, BLOCK_N 64 or 128)
+SPACE_FP8 = {128: [dict(_D128, FP8=1), dict(_D128, FP8=1, STAGES=3)],
+             64: [dict(_D64, FP8=1), dict(_D64, FP8=1, CONSUMERS=2, PINGPONG=1)]}
 
 
 def label(cfg: dict) -> str:
     return (f"D{cfg['HEAD_DIM']} n{cfg['BLOCK_N']} c{cfg['CONSUMERS']} s{cfg['STAGES']} "
-            f"ov{cfg['OVERLAP']} pp{cfg['PINGPONG']} p{cfg['PERSISTENT']} e{cfg['EXP_POLY']}")
+            f"ov{cfg['OVERLAP']} pp{cfg['PINGPONG']} p{cfg['PERSISTENT']} e{cfg['EXP_POLY']}"
+            + (" fp8" if cfg.get("FP8") else ""))
 
 
 def check(all_configs: bool) -> int:
@@ -124,10 +141,10 @@ def check(all_configs: bool) -> int:
 
     backend, bad, n = CudaBackend(), 0, 0
     print(f"{'config':32} {'regs':>4} {'spill':>5} {'stack':>5}  HGMMA / UTMALDG")
-    for d in (64, 128):
-        spec = spec_for(4096, d, 0)
-        configs = ([c for c in spec.space.configs(H200) if c["HEAD_DIM"] == d] if all_configs
-                   else [spec.space.config(c) for c in SPACE[d]])
+    for d, fp8 in ((64, False), (128, False), (64, True), (128, True)):
+        spec = spec_for(4096, d, 0, fp8=fp8)
+        configs = (list(spec.space.configs(H200)) if all_configs
+                   else [spec.space.config(c) for c in (SPACE_FP8 if fp8 else SPACE)[d]])
         for cfg in configs:
             n += 1
             why = spec.space.violations(cfg, H200)
@@ -136,8 +153,10 @@ def check(all_configs: bool) -> int:
                 bad += 1
                 continue
             k = backend.static_report(spec, cfg).kernel("attn_fwd")
-            mma = sorted(m for m in k.sass.mnemonics if m.startswith("HGMMA"))
-            want = {f"HGMMA.64x{cfg['BLOCK_N']}x16.F32", f"HGMMA.64x{d}x16.F32"}
+            k_step = 32 if fp8 else 16  # 8-bit wgmma: QGMMA, k32
+            want = {f"{'QGMMA' if fp8 else 'HGMMA'}.64x{n}x{k_step}.F32"
+                    for n in (cfg["BLOCK_N"], d)}
+            mma = sorted(m for m in k.sass.mnemonics if m.startswith(("HGMMA", "QGMMA")))
             have = {".".join(m.split(".")[:3]) for m in mma}
             ok = (want <= have and k.sass.opcodes.get("UTMALDG", 0) > 0
                   and k.spill_stores == k.spill_loads == k.stack_frame == 0)
@@ -157,6 +176,9 @@ def main() -> int:
     ap.add_argument("--contexts", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--fp8", action="store_true",
+                    help="the e4m3 cell (SPACE_FP8): verify, time, race cuDNN fp16 (and fp8 SDPA "
+                         "where torch has it)")
     ap.add_argument("--json", type=Path, default=Path("attention_wgmma_vs_cudnn.json"))
     args = ap.parse_args()
     if args.check:

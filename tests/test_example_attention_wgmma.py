@@ -25,9 +25,10 @@ def test_attention_notebook_shows_hgmma_and_tma() -> None:
 
 @needs_nvcc
 def test_bench_check_compiles_the_attention_bench_space() -> None:
-    """``--check`` passes on every config of the bench space, both head dims."""
+    """``--check`` passes on every config of the bench space, both head dims, fp16 and fp8."""
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "attention_wgmma_vs_cudnn.py"),
                            "--check"], capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "12 of 12 configs ok (sm_90a, nvcc)" in proc.stdout
+    assert "16 of 16 configs ok (sm_90a, nvcc)" in proc.stdout
     assert "HGMMA.64x192x16.F32" in proc.stdout and "HGMMA.64x176x16.F32" in proc.stdout
+    assert "QGMMA.64x128x32.F32.E4M3.E4M3" in proc.stdout  # the FP8 cell: 8-bit wgmma, k32

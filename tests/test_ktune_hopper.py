@@ -76,10 +76,15 @@ PRIMITIVES = {
                               "<float(&)[88]>(d), desc, desc, flag); kt::wgmma_commit();"
                               " kt::wgmma_wait<0>();", "HGMMA.64x176x16.F32"),
     "wgmma fp16 m64n192k16 A in registers, B MN-major": (
-        "unsigned a[4] = {kt::pack_f16x2(d[0], d[1]), kt::pack_f16x2(d[2], d[3]), 0u, 0u};"
+        "{ unsigned a[4] = {kt::pack_f16x2(d[0], d[1]), kt::pack_f16x2(d[2], d[3]), 0u, 0u};"
         " kt::wgmma_fence_operand(a); kt::wgmma_fence(); kt::wgmma_rs<192, kt::WG_F16, 1>("
         "reinterpret_cast<float(&)[96]>(d), a, kt::wgmma_desc_mnmajor_sw128(kt::smem_u32(tile),"
-        " 8192u), flag); kt::wgmma_commit(); kt::wgmma_wait<0>();", "HGMMA.64x192x16.F32"),
+        " 8192u), flag); kt::wgmma_commit(); kt::wgmma_wait<0>(); }", "HGMMA.64x192x16.F32"),
+    "wgmma e4m3 m64n128k32 A in registers": (
+        "{ unsigned a[4]; kt::wgmma_a_from_acc_e4m3(a, d, 1); kt::wgmma_fence_operand(a);"
+        " kt::wgmma_fence(); kt::wgmma_rs<128, kt::WG_E4M3>(reinterpret_cast<float(&)[64]>(d),"
+        " a, desc, flag); kt::wgmma_commit(); kt::wgmma_wait<0>(); }",
+        "QGMMA.64x128x32.F32.E4M3.E4M3"),
     "named barrier sync": ("kt::named_barrier_sync(1, 256);", "BAR.SYNC"),
     "named barrier arrive": ("kt::named_barrier_arrive(2, 256);", "BAR.ARV"),
     "exp2 on the SFU": ("d[5] = kt::exp2_approx(d[5] * out[1]);", "MUFU.EX2"),
@@ -196,6 +201,11 @@ static_assert(kt::wgmma_desc_kmajor<128>(0u) == ((1ull << 62) | (64ull << 32) | 
               "kmajor 128B");
 // MN-major SW128 (a row-major V tile as P * V's B): LBO = the 64-column panel stride,
 // SBO = 8 rows of 128 bytes
+// e4m3 P fragments put column 16h + 8a + 2q + e at k = 16h + 4q + 2a + e
+static_assert(kt::wgmma_e4m3_k_of(0) == 0 && kt::wgmma_e4m3_k_of(1) == 1 &&
+                  kt::wgmma_e4m3_k_of(8) == 2 && kt::wgmma_e4m3_k_of(9) == 3 &&
+                  kt::wgmma_e4m3_k_of(2) == 4 && kt::wgmma_e4m3_k_of(27) == 23,
+              "e4m3 k order");
 static_assert(kt::wgmma_desc_mnmajor_sw128(2048u, 16384u) ==
                   ((1ull << 62) | (64ull << 32) | (1024ull << 16) | 128ull),
               "mnmajor 128B");

@@ -37,6 +37,13 @@ KT_HD constexpr unsigned long long wgmma_desc_mnmajor_sw128(unsigned int smem_ad
   return wgmma_desc<128>(smem_addr, panel_bytes, 1024u);
 }
 
+// The k position, within a 32-wide block, at which wgmma_a_from_acc_e4m3 puts accumulator
+// column `col` (0..31): column 16h + 8a + 2q + e goes to 16h + 4q + 2a + e. A kernel writes
+// row `col` of the B operand (e.g. kv row `col` of a transposed V tile) at that position.
+KT_HD constexpr int wgmma_e4m3_k_of(int col) {
+  return (col & 16) | ((col & 6) << 1) | ((col & 8) >> 2) | (col & 1);
+}
+
 }  // namespace kt
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -136,8 +143,20 @@ KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
   " wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " {" DREGS "}, {%" #A0        \
   ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, %" #TB ";\n}\n"
 
-//: Input element types of wgmma<N, TYPE>: bfloat16 and IEEE half.
-enum WgmmaType { WG_BF16 = 0, WG_F16 = 1 };
+// The 8-bit forms, m64nNk32 with e4m3 inputs: no transpose immediates (PTX allows 8-bit
+// operands only K-major), so a V tile must be transposed in shared memory for P * V.
+#define KT_WGMMA_SS8_ASM(N, DREGS, A, B, S)                                                 \
+  "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
+  " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" DREGS "}, %" #A ", %" #B    \
+  ", p, 1, 1;\n}\n"
+#define KT_WGMMA_RS8_ASM(N, DREGS, A0, A1, A2, A3, B, S)                                    \
+  "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
+  " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" DREGS "}, {%" #A0 ", %" #A1 \
+  ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1;\n}\n"
+
+//: Input element types of wgmma<N, TYPE>: bfloat16, IEEE half (k16 per instruction) and
+//: float8 e4m3 (k32 per instruction, both operands K-major).
+enum WgmmaType { WG_BF16 = 0, WG_F16 = 1, WG_E4M3 = 2 };
 
 template <int N, int TYPE>
 struct Wgmma {
@@ -152,7 +171,11 @@ struct Wgmma {
     template <int TRANS_B>                                                                   \
     static KT_DEVICE_INLINE void ss(float (&d)[N / 2], unsigned long long a,                 \
                                     unsigned long long b, int scale_d) {                     \
-      if constexpr (TYPE == WG_F16)                                                          \
+      static_assert(TYPE != WG_E4M3 || TRANS_B == 0, "[ktune] 8-bit wgmma: B is K-major");  \
+      if constexpr (TYPE == WG_E4M3)                                                         \
+        asm volatile(KT_WGMMA_SS8_ASM(N, DL, A, B, S)                                        \
+                     : DA(d) : "l"(a), "l"(b), "r"(scale_d));                                \
+      else if constexpr (TYPE == WG_F16)                                                     \
         asm volatile(KT_WGMMA_SS_ASM(N, "f16", DL, A, B, S, TB)                              \
                      : DA(d) : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));                  \
       else                                                                                   \
@@ -162,7 +185,12 @@ struct Wgmma {
     template <int TRANS_B>                                                                   \
     static KT_DEVICE_INLINE void rs(float (&d)[N / 2], const unsigned int (&a)[4],           \
                                     unsigned long long b, int scale_d) {                     \
-      if constexpr (TYPE == WG_F16)                                                          \
+      static_assert(TYPE != WG_E4M3 || TRANS_B == 0, "[ktune] 8-bit wgmma: B is K-major");  \
+      if constexpr (TYPE == WG_E4M3)                                                         \
+        asm volatile(KT_WGMMA_RS8_ASM(N, DL, R0, R1, R2, R3, RB, RS)                         \
+                     : DA(d)                                                                 \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
+      else if constexpr (TYPE == WG_F16)                                                     \
         asm volatile(KT_WGMMA_RS_ASM(N, "f16", DL, R0, R1, R2, R3, RB, RS, RTB)              \
                      : DA(d)                                                                 \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d),     \
@@ -186,7 +214,7 @@ KT_WGMMA_DEFINE(256, KT_WGMMA_D256, KT_WGMMA_ARGS256, 128, 129, 130, 131, 128, 1
                 132, 133, 134)
 
 // D (64 x N, f32, N/2 registers per thread of the warpgroup) = or += A (64 x 16) * B (16 x N),
-// both from shared memory. Accumulator layout per thread t of the warpgroup (warp w = t / 32,
+// both from shared memory (64 x 32 * 32 x N for WG_E4M3). Accumulator layout per thread t of the warpgroup (warp w = t / 32,
 // lane l): register 4 * j + 2 * h + e holds row 16 * w + l / 4 + 8 * h, column
 // 8 * j + 2 * (l % 4) + e.
 template <int N, int TYPE = WG_BF16, int TRANS_B = 0>
@@ -240,6 +268,32 @@ KT_DEVICE_INLINE void wgmma_a_from_acc(unsigned int (&a)[4], const float (&s)[R]
     a[2] = pack_bf16x2(s[i + 4], s[i + 5]);
     a[3] = pack_bf16x2(s[i + 6], s[i + 7]);
   }
+}
+
+// Four floats rounded to e4m3 (satfinite) and packed, `b0` in the lowest byte.
+KT_DEVICE_INLINE unsigned int pack_e4m3x4(float b0, float b1, float b2, float b3) {
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(lo) : "f"(b0), "f"(b1));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(hi) : "f"(b2), "f"(b3));
+  unsigned int r;
+  asm("mov.b32 %0, {%1, %2};" : "=r"(r) : "h"(lo), "h"(hi));
+  return r;
+}
+
+// The e4m3 A fragment (m64 x k32) of k32 block `kb` of an f32 accumulator, with the k index
+// permuted: a k32 A register holds 4 consecutive k of one row (a0: row, k 4q..4q+3 for quad
+// lane q; a1: row + 8; a2, a3: k + 16), but the accumulator gives a thread columns 2q, 2q + 1
+// of each 8-column chunk. Rather than shuffle, a thread packs what it has, so A's k position
+// 16h + 4q + 2a + e holds column 16h + 8a + 2q + e of the block. A product over k is the same
+// under any permutation applied to both sides, so B's rows must follow it: see
+// wgmma_e4m3_k_of (the transposed V tile is written in this order).
+template <int R>
+KT_DEVICE_INLINE void wgmma_a_from_acc_e4m3(unsigned int (&a)[4], const float (&s)[R], int kb) {
+  const int i = 16 * kb;  // four 8-column chunks of 4 registers
+  a[0] = pack_e4m3x4(s[i + 0], s[i + 1], s[i + 4], s[i + 5]);
+  a[1] = pack_e4m3x4(s[i + 2], s[i + 3], s[i + 6], s[i + 7]);
+  a[2] = pack_e4m3x4(s[i + 8], s[i + 9], s[i + 12], s[i + 13]);
+  a[3] = pack_e4m3x4(s[i + 10], s[i + 11], s[i + 14], s[i + 15]);
 }
 
 // Max and sum across the four threads of a quad (lanes 4q .. 4q + 3), which hold one row's
