@@ -21,6 +21,14 @@ On the GPU, steps printed as they go, a table last (fp16, Z=4, H=32):
    (``jupyter_ktune.tune.report.ratio_ci``), as the GEMM comparison is decided.
 
 TFLOP/s count 4 N^2 D per head (half of it causal). Writes attention_wgmma_vs_cudnn.json.
+
+``--fp8`` runs the cell's e4m3 variant (``SPACE_FP8``) instead: verification with atol 0.5 /
+rtol 0.1 (P is rounded to e4m3), the extension's timing, and interleaved rounds against cuDNN
+in fp16 on the same values, and against torch SDPA on float8 tensors where torch exposes it
+(the error is recorded where it does not).
+
+The cell's ``HEAD_DIM`` and ``FP8`` are tunables of one value, tied to the inputs; ``spec_for``
+rewrites those two lines for the head dim and dtype it builds the inputs with.
 """
 
 from __future__ import annotations
