@@ -12,15 +12,11 @@ The notebook process never imports CUDA: GPUs are counted with ``nvidia-smi -L``
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import concurrent.futures as cf
 import os
 import queue
 import shutil
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -36,6 +32,15 @@ from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tune.pool import (  # noqa: F401 - the pool's names, re-exported here
+    POOL_NICENESS,
+    close_pools,
+    lower_priority,
+    make_pool,
+    pool_process_setup,
+    shared_pool,
+    warm_up,
+)
 
 #: What the CPU pool compiles ahead, per backend. Backends not listed get no pool.
 PRECOMPILED: dict[str, str] = {
@@ -104,69 +109,6 @@ def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> list[Future]
     return [pool.submit(preload, blob) for _ in range(2 * pool._max_workers)]  # noqa: SLF001
 
 
-#: Modules a pool process imports before its first compile, per backend (seconds each).
-_COMPILER_MODULES: dict[str, tuple[str, ...]] = {
-    "triton": ("torch", "triton", "triton.compiler", "triton.runtime.jit")}
-
-
-def warm_up(backend: str) -> None:
-    """Pool task: import the backend and its compiler, so the first real compile does not pay."""
-    import importlib
-
-    from jupyter_ktune.backends import get_backend
-
-    get_backend(backend)
-    for name in _COMPILER_MODULES.get(backend, ()):
-        importlib.import_module(name)
-
-
-#: How much nicer than the sweep a compile-pool process runs (its ptxas and nvcc inherit it).
-POOL_NICENESS = 10
-
-
-def pool_process_setup() -> None:
-    """Pool initializer: leave Interrupt to the notebook, compile at a lower priority.
-
-    Jupyter signals the kernel's whole process group: each pool process died of
-    KeyboardInterrupt with a traceback (bench/results/notebook_headless/2026-12-01-1618) and
-    the pool was broken for the next sweep. The sweep stops in the notebook's process."""
-    with contextlib.suppress(ValueError, AttributeError):  # not the main thread / no SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    lower_priority()
-
-
-def lower_priority() -> None:
-    """Compile at a lower CPU priority than the device worker.
-
-    The pool takes every CPU but the worker's. While it compiles, the worker times kernels,
-    and the protocol relies on the host enqueueing the next kernel while the L2 flush keeps the
-    GPU busy (``measure.timing``); a worker that waits for a CPU behind ptxas can leave a gap
-    inside the events of a microsecond kernel. On the H200, fla's swiglu picked a 2.40 us
-    config whose autotune-picked rival re-timed at 1.65 us after the pool was idle
-    (bench/results/corpus_vs_autotune/2026-12-01-1315). A nicer pool yields the CPU to the
-    worker the moment it wakes, and costs the compiles nothing while the worker sleeps.
-    """
-    with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
-        os.nice(POOL_NICENESS)
-
-
-def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecutor:
-    """Start a spawn-context process pool (never fork a notebook with threads and a GPU context).
-
-    With ``backend``, every process is started now and imports that backend's compiler, while
-    the caller goes on (a sweep starts its device worker meanwhile): spawned processes otherwise
-    start one by one as configs arrive and each pays its imports on the critical path.
-    """
-    import multiprocessing
-
-    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=pool_process_setup,
-                                  mp_context=multiprocessing.get_context("spawn"))
-    if backend is not None:
-        for _ in range(workers):
-            pool.submit(warm_up, backend)
-    return pool
-
-
 def unpack_precompiled(future: Future) -> tuple[Any, dict[str, float]]:
     """``(static report, failure or None; seconds per phase in the pool process)`` of a done
     :func:`precompile` future."""
@@ -190,36 +132,6 @@ def pool_summary(compiled: list[tuple[float, dict[str, float]]]) -> dict[str, An
             "max_s": round(max(p["total"] for _, p in compiled), 3),
             "first_back_s": round(min(at for at, _ in compiled), 3),
             "phases_s": {k: round(v, 3) for k, v in phases.items() if k != "total"}}
-
-
-_pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}
-_pools_lock = threading.Lock()
-
-
-def shared_pool(workers: int, backend: str) -> cf.ProcessPoolExecutor:
-    """The process's compile pool for ``backend``, started on first use and kept for later sweeps.
-
-    A sweep started from a notebook's panel should not pay for spawning its compile processes
-    and importing the compiler again (seconds with Triton): the device worker already outlives
-    sweeps, now the pool does too. Keyed by the environment that a compile reads, so changing
-    ``TRITON_CACHE_DIR`` between sweeps gets fresh processes. Shut down at interpreter exit.
-    """
-    key = (workers, backend, os.environ.get("TRITON_CACHE_DIR"), os.environ.get("KTUNE_CACHE_DIR"))
-    with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None or getattr(pool, "_broken", False):
-            if not _pools:
-                atexit.register(close_pools)
-            pool = _pools[key] = make_pool(workers, backend)
-        return pool
-
-
-def close_pools() -> None:
-    """Shut the kept compile pools down (at exit, or to free the CPUs)."""
-    with _pools_lock:
-        for pool in _pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
-        _pools.clear()
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any,

@@ -33,9 +33,17 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.compile_order import compile_first
+from jupyter_ktune.tune.pool import shared_pool
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
-from jupyter_ktune.tune.runners import PRECOMPILED, DaskRunner, LocalRunner, pool_summary
-from jupyter_ktune.tune.runners import precompile, preload_pool, shared_pool, unpack_precompiled
+from jupyter_ktune.tune.runners import (
+    PRECOMPILED,
+    DaskRunner,
+    LocalRunner,
+    pool_summary,
+    precompile,
+    preload_pool,
+    unpack_precompiled,
+)
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey

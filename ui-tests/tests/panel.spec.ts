@@ -356,3 +356,31 @@ test('docs: a panel replayed from saved GPU results', async ({ page }) => {
   await page.waitForTimeout(1500);
   await page.locator('.jp-ktune-panel').first().screenshot({ path: `${SHOTS}/docs-panel-gpu.png` });
 });
+
+test('the sm_90a WGMMA attention cell: its static report in the panel, the config shown is the one built', async ({
+  page,
+  tmpPath
+}) => {
+  const examples = path.resolve(__dirname, '..', '..', 'examples');
+  await openFixture(page, tmpPath, 'attention_wgmma.ipynb', examples);
+  await page.notebook.runCell(2); // setup: inputs, reference
+  await page.notebook.runCell(4); // the %%kernel cell (nvcc for sm_90a; no GPU here)
+  await settled(page);
+  const panel = page.locator('.jp-ktune-panel').first();
+  const shown = await shownConfig(page);
+  expect(shown).toContain('BLOCK_N=128');
+  expect(shown).toContain('CONSUMERS=2');
+  await expect(panel).toContainText('static report for sm_90a', { timeout: 120000 });
+  await expect(panel).toContainText('HGMMA/QGMMA (wgmma)');
+  await expect(panel).toContainText('TMA');
+  await panel.screenshot({ path: `${SHOTS}/panel-attention-wgmma-static.png` });
+
+  // one step of the BLOCK_N slider: the badge and the static report follow (128 -> 176)
+  const slider = panel.locator('.ktune-slider', { hasText: 'BLOCK_N' }).locator('.noUi-handle');
+  await slider.click();
+  await page.keyboard.press('ArrowRight');
+  await expect.poll(() => shownConfig(page), { timeout: 180000 }).toContain('BLOCK_N=176');
+  await settled(page);
+  await expect(panel).toContainText('static report for sm_90a', { timeout: 120000 });
+  await panel.screenshot({ path: `${SHOTS}/panel-attention-wgmma-block-n-176.png` });
+});

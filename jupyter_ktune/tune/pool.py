@@ -1,0 +1,109 @@
+"""The compile pool: the processes that compile a sweep's upcoming configs on the CPU cores.
+
+Spawned, never forked (the notebook has threads and maybe a GPU context); warmed with the
+backend's compiler imports; kept for later sweeps of the same process (:func:`shared_pool`);
+at a lower CPU priority than the device worker; deaf to the notebook's Interrupt. What the
+pool runs is in :mod:`jupyter_ktune.tune.runners` (``precompile``, ``preload``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import contextlib
+import os
+import signal
+import threading
+from typing import Any
+
+#: Modules a pool process imports before its first compile, per backend (seconds each).
+_COMPILER_MODULES: dict[str, tuple[str, ...]] = {
+    "triton": ("torch", "triton", "triton.compiler", "triton.runtime.jit")}
+
+
+def warm_up(backend: str) -> None:
+    """Pool task: import the backend and its compiler, so the first real compile does not pay."""
+    import importlib
+
+    from jupyter_ktune.backends import get_backend
+
+    get_backend(backend)
+    for name in _COMPILER_MODULES.get(backend, ()):
+        importlib.import_module(name)
+
+
+#: How much nicer than the sweep a compile-pool process runs (its ptxas and nvcc inherit it).
+POOL_NICENESS = 10
+
+
+def pool_process_setup() -> None:
+    """Pool initializer: leave Interrupt to the notebook, compile at a lower priority.
+
+    Jupyter signals the kernel's whole process group: each pool process died of
+    KeyboardInterrupt with a traceback (bench/results/notebook_headless/2026-12-01-1618) and
+    the pool was broken for the next sweep. The sweep stops in the notebook's process."""
+    with contextlib.suppress(ValueError, AttributeError):  # not the main thread / no SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lower_priority()
+
+
+def lower_priority() -> None:
+    """Compile at a lower CPU priority than the device worker.
+
+    The pool takes every CPU but the worker's. While it compiles, the worker times kernels,
+    and the protocol relies on the host enqueueing the next kernel while the L2 flush keeps the
+    GPU busy (``measure.timing``); a worker that waits for a CPU behind ptxas can leave a gap
+    inside the events of a microsecond kernel. On the H200, fla's swiglu picked a 2.40 us
+    config whose autotune-picked rival re-timed at 1.65 us after the pool was idle
+    (bench/results/corpus_vs_autotune/2026-12-01-1315). A nicer pool yields the CPU to the
+    worker the moment it wakes, and costs the compiles nothing while the worker sleeps.
+    """
+    with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
+        os.nice(POOL_NICENESS)
+
+
+def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecutor:
+    """Start a spawn-context process pool (never fork a notebook with threads and a GPU context).
+
+    With ``backend``, every process is started now and imports that backend's compiler, while
+    the caller goes on (a sweep starts its device worker meanwhile): spawned processes otherwise
+    start one by one as configs arrive and each pays its imports on the critical path.
+    """
+    import multiprocessing
+
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=pool_process_setup,
+                                  mp_context=multiprocessing.get_context("spawn"))
+    if backend is not None:
+        for _ in range(workers):
+            pool.submit(warm_up, backend)
+    return pool
+
+
+_pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(workers: int, backend: str) -> cf.ProcessPoolExecutor:
+    """The process's compile pool for ``backend``, started on first use and kept for later sweeps.
+
+    A sweep started from a notebook's panel should not pay for spawning its compile processes
+    and importing the compiler again (seconds with Triton): the device worker already outlives
+    sweeps, now the pool does too. Keyed by the environment that a compile reads, so changing
+    ``TRITON_CACHE_DIR`` between sweeps gets fresh processes. Shut down at interpreter exit.
+    """
+    key = (workers, backend, os.environ.get("TRITON_CACHE_DIR"), os.environ.get("KTUNE_CACHE_DIR"))
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None or getattr(pool, "_broken", False):
+            if not _pools:
+                atexit.register(close_pools)
+            pool = _pools[key] = make_pool(workers, backend)
+        return pool
+
+
+def close_pools() -> None:
+    """Shut the kept compile pools down (at exit, or to free the CPUs)."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        _pools.clear()
