@@ -165,3 +165,16 @@ def test_idle_session_precompiles_neighbours_so_the_next_step_is_ready(worker):
     session.wait_idle()
     assert seen[-1].precompiled and seen[-1].result.status is Status.OK
     session.close()
+
+
+def test_the_heatmap_starts_on_tunables_that_vary(worker):
+    """A tunable of one value (declared first) is not a heatmap axis by default."""
+    src = SRC.replace("# ktune: BLOCK in", "# ktune: HEAD_DIM in [128]; BLOCK in")
+    spec = parse_cell(LINE, src, NS)
+    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
+    p = KernelPanel(session, spec.space.default({"SMEM_PER_BLOCK": 1000}), ceilings=None)
+    try:
+        assert (p.axis_x.value, p.axis_y.value) == ("BLOCK", "SWIZZLE")
+        assert "HEAD_DIM" in p.axis_x.options  # still there to choose
+    finally:
+        session.close()

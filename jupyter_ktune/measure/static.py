@@ -203,6 +203,7 @@ class StaticReport:
     threads_per_block: int | None = None
     sass_error: str = ""
     cubin: bytes = field(repr=False, default=b"")
+    dynamic_smem: int | None = None  # the launch's, when the config alone gives it
 
     def kernel(self, name: str) -> KernelStatic:
         """Find a kernel by mangled name, demangled signature or bare name (``"vadd"``).
@@ -222,8 +223,10 @@ class StaticReport:
         what = "is ambiguous" if hits else "not found"
         raise KeyError(f"{PREFIX} kernel {name!r} {what}; kernels: {listed}")
 
-    def occupancy(self, kernel: str, threads_per_block: int, dynamic_smem: int = 0) -> Occupancy:
-        """Theoretical occupancy of ``kernel`` launched with this block size and dynamic smem.
+    def occupancy(self, kernel: str, threads_per_block: int,
+                  dynamic_smem: int | None = None) -> Occupancy:
+        """Theoretical occupancy of ``kernel`` launched with this block size and dynamic smem
+        (None: the launch's own, :attr:`dynamic_smem`, or 0 when unknown).
 
         Examples
         --------
@@ -231,13 +234,15 @@ class StaticReport:
         1.0
         """
         k = self.kernel(kernel)
-        return occupancy(self.arch, threads_per_block, k.registers, k.smem_static + dynamic_smem)
+        dynamic = (self.dynamic_smem or 0) if dynamic_smem is None else dynamic_smem
+        return occupancy(self.arch, threads_per_block, k.registers, k.smem_static + dynamic)
 
     def to_dict(self) -> dict:
         """Return a JSON-ready dict (cubin excluded; its size is kept)."""
         return {"arch": self.arch, "versions": dict(self.versions),
                 "kernels": [k.to_dict() for k in self.kernels.values()],
                 "ptxas_log": self.ptxas_log, "threads_per_block": self.threads_per_block,
+                "dynamic_smem": self.dynamic_smem,
                 "diagnostics": [vars(d) for d in self.diagnostics],
                 "sass_error": self.sass_error, "cubin_bytes": len(self.cubin)}
 

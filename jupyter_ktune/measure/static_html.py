@@ -28,7 +28,9 @@ def report_html(rep: StaticReport) -> str:
     rows = ["<tr>" + "".join(f'<th style="{_CELL}">{h}</th>' for h in head) + "</tr>"]
     for k in rep.kernels.values():
         spill = f"{k.spill_stores}/{k.spill_loads} B"
-        cells = [f"<code>{escape(k.demangled)}</code>", str(k.registers), _bytes(k.smem_static),
+        smem = _bytes(k.smem_static) + (f" + {_bytes(rep.dynamic_smem)} dynamic"
+                                        if rep.dynamic_smem else "")
+        cells = [f"<code>{escape(k.demangled)}</code>", str(k.registers), smem,
                  _warn(spill, k.spill_stores or k.spill_loads), _warn(_bytes(k.local_memory),
                                                                      k.local_memory),
                  _occupancy_cell(rep, k), "<br>".join(_highlights(k.sass, rep.sass_error))]

@@ -36,7 +36,9 @@ def report_text(rep: StaticReport) -> str:
     lines = [f"static report for {rep.arch}" + (f" ({versions})" if versions else "")]
     for k in rep.kernels.values():
         lines += [f"  {k.demangled}",
-                  f"    registers {k.registers} · shared memory {_bytes(k.smem_static)} · spills "
+                  f"    registers {k.registers} · shared memory {_bytes(k.smem_static)}"
+                  + (f" + {_bytes(rep.dynamic_smem)} dynamic" if rep.dynamic_smem else "")
+                  + " · spills "
                   f"{k.spill_stores} B stored / {k.spill_loads} B loaded · stack "
                   f"{_bytes(k.local_memory)}",
                   f"    {_occupancy(rep, k)}",

@@ -74,6 +74,19 @@ def _badge(r: RunResult) -> str:
             f"<b>{med}</b> <code class='ktune-shown'>{escape(cfg)}</code>{error}</div>")
 
 
+def default_axes(params: Any) -> tuple[str | None, str]:
+    """The heatmap's first axes: the first two tunables that take more than one value.
+
+    A tunable of one value (an attention cell's ``HEAD_DIM``, tied to its inputs) would make a
+    heatmap of one row or column; declaration order decides among the rest, and a space with
+    fewer than two such tunables falls back to the first names (y "-" for none).
+    """
+    names = [p.name for p in params]
+    varied = [p.name for p in params if len(p.values) > 1]
+    picks = varied + [n for n in names if n not in varied]
+    return (picks[0] if picks else None), (picks[1] if len(picks) > 1 else "-")
+
+
 class KernelPanel:
     """One cell's live panel over a :class:`TuningSession`.
 
@@ -110,11 +123,11 @@ class KernelPanel:
         self.roofline = RooflinePanel(ceilings)
         self.swizzle = SwizzlePanel()
         names = list(space.names)
-        self.axis_x = w.Dropdown(options=names, value=names[0] if names else None,
+        first_x, first_y = default_axes(space.params)
+        self.axis_x = w.Dropdown(options=names, value=first_x,
                                  description="heatmap x", layout=w.Layout(width="185px"),
                                  style={"description_width": "70px"})
-        self.axis_y = w.Dropdown(options=["-", *names],
-                                 value=names[1] if len(names) > 1 else "-",
+        self.axis_y = w.Dropdown(options=["-", *names], value=first_y,
                                  description="y", layout=w.Layout(width="185px"),
                                  style={"description_width": "20px"})
         for d in (self.axis_x, self.axis_y):

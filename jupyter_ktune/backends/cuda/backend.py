@@ -9,20 +9,22 @@ never creates a CUDA context.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, limits_for
+from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
 from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
-from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
     CudaVariant,
     static_block,
+    static_smem,
 )
 from jupyter_ktune.backends.cuda.pipeline import (
     PipelineVariant,
@@ -47,8 +49,8 @@ from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
-from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import install_hint
+from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
 # CUDA errors after which the context is unusable (sticky): the worker must restart.
@@ -146,11 +148,12 @@ class CudaBackend:
         # in the private cache folder, by content hash, never written through a link (issue 15)
         path, _ = cached_text(cache_dir(), spec.name, ".cu", src)
         try:
-            return compile_static(path, arch=spec.options.arch,
-                                  defines=defines,
-                                  include_dirs=[include_dir(), *include_dirs(spec)],
-                                  extra_flags=("-std=c++17",),
-                                  threads_per_block=static_block(first, cxx))
+            rep = compile_static(path, arch=spec.options.arch,
+                                 defines=defines,
+                                 include_dirs=[include_dir(), *include_dirs(spec)],
+                                 extra_flags=("-std=c++17",),
+                                 threads_per_block=static_block(first, cxx))
+            return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
         except CompileError as exc:
             raise CompileFailure("cuda (nvcc)", exc.log,
                                  parse_diagnostics(exc.log, first_sig.line)) from None

@@ -64,6 +64,17 @@ def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
     except CellError:
         return None
 
+def static_smem(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
+    """Dynamic shared memory from the config alone (the cell's ``smem =`` line), or None when
+    it has none or it depends on the inputs: the static report's occupancy counts it."""
+    if not spec.smem:
+        return None
+    try:
+        return int(spec.smem(cxx))
+    except (CellError, KeyError, NameError, TypeError, ValueError):
+        return None
+
+
 class GuardedArray:
     """A copy of a host array on the device, inside a buffer with guards on both sides.
 
