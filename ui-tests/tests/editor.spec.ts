@@ -124,7 +124,15 @@ test('fixture data: gutter, hover card, Triton highlighting, nothing drawn witho
   tmpPath
 }) => {
   const errors: string[] = [];
-  page.on('pageerror', e => errors.push(String(e)));
+  // JupyterLab's own rejection when a per-comm-target subshell request (ipykernel 7) is
+  // cancelled because its kernel connection went away: seen once in .ci/run, from
+  // @jupyterlab/services, not from this extension, so it is not what this test guards
+  const jupyterlabSubshellRace = /subshell creation failed: Error: Canceled future/;
+  page.on('pageerror', e => {
+    if (!jupyterlabSubshellRace.test(String(e))) {
+      errors.push(String(e));
+    }
+  });
   page.on('console', m => {
     if (m.type() === 'error' && m.text().includes('ktune')) {
       errors.push(m.text());
