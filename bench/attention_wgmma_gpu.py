@@ -83,6 +83,26 @@ def swap_lbo_sbo(body: str) -> str:
                         "kt::wgmma_desc<128>(v_addr + kb * 16 * 128, 1024u, BLOCK_N * 128)")
 
 
+def verified_configs(cell: Any, d: int, space: list[dict], out: dict[str, Any],
+                     fp8: bool = False) -> list[dict]:
+    """The configs of ``space`` that verify through the extension at N = 1024 causal and not
+    and at N = 1000 (a partial last tile), Z*H = 16, fresh inputs; verdicts into ``out``."""
+    from jupyter_ktune import run_kernel
+
+    good = []
+    for cfg in space:
+        verdicts = []
+        for n_ctx, causal in ((1024, 0), (1024, 1), (1000, 0)):
+            r = run_kernel(cell.spec_for(n_ctx, d, causal, zh=16, fp8=fp8), cfg)
+            verdicts.append(r.status.value)
+            print(f"   {cell.label(cfg):34} N={n_ctx} causal={causal}: {r.status.value}  "
+                  f"{r.reason[:200]}", flush=True)
+        out["correct"][cell.label(cfg)] = verdicts
+        if all(v == "ok" for v in verdicts):
+            good.append(cfg)
+    return good
+
+
 def fp8_sdpa(q8: Any, k8: Any, v8: Any, causal: int) -> tuple[Any, str]:
     """torch SDPA on float8_e4m3fn tensors under cuDNN, if this torch has it: (fn, note)."""
     try:
@@ -103,19 +123,7 @@ def run_fp8(args: Any, cell: Any) -> int:
     out: dict[str, Any] = {"space": cell.SPACE_FP8, "correct": {}, "cases": [],
                            "device": torch.cuda.get_device_name(), "torch": torch.__version__}
     print("fp8 1. correctness through the extension (atol 0.5, rtol 0.1; Z*H = 16)", flush=True)
-    good: dict[int, list[dict]] = {}
-    for d in args.dims:
-        good[d] = []
-        for cfg in cell.SPACE_FP8[d]:
-            verdicts = []
-            for n_ctx, causal in ((1024, 0), (1024, 1), (1000, 0)):
-                r = run_kernel(cell.spec_for(n_ctx, d, causal, zh=16, fp8=True), cfg)
-                verdicts.append(r.status.value)
-                print(f"   {cell.label(cfg):34} N={n_ctx} causal={causal}: {r.status.value}  "
-                      f"{r.reason[:200]}", flush=True)
-            out["correct"][cell.label(cfg)] = verdicts
-            if all(v == "ok" for v in verdicts):
-                good[d].append(cfg)
+    good = {d: verified_configs(cell, d, cell.SPACE_FP8[d], out, fp8=True) for d in args.dims}
     args.json.write_text(json.dumps(out, indent=1, default=str))
     print("fp8 2. per case: extension timing, then interleaved rounds against cuDNN", flush=True)
     for d in args.dims:
@@ -197,17 +205,7 @@ def run(args: Any, cell: Any) -> int:
           "Z*H = 16", flush=True)
     good: dict[int, list[dict]] = {}
     for d in args.dims:
-        good[d] = []
-        for cfg in cell.SPACE[d]:
-            verdicts = []
-            for n_ctx, causal in ((1024, 0), (1024, 1), (1000, 0)):
-                r = run_kernel(cell.spec_for(n_ctx, d, causal, zh=16), cfg)
-                verdicts.append(r.status.value)
-                print(f"   {cell.label(cfg):30} N={n_ctx} causal={causal}: {r.status.value}  "
-                      f"{r.reason[:220]}", flush=True)
-            out["correct"][cell.label(cfg)] = verdicts
-            if all(v == "ok" for v in verdicts):
-                good[d].append(cfg)
+        good[d] = verified_configs(cell, d, cell.SPACE[d], out)
         if not good[d]:
             cfg = cell.SPACE[d][0]
             rel, pattern, _, _ = against_cudnn(cell, cfg, 1024, d, 0)

@@ -34,7 +34,6 @@ rewrites those two lines for the head dim and dtype it builds the inputs with.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -44,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a checkout without installing (the worker too)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 NB = ROOT / "examples" / "attention_wgmma.ipynb"
+from notebook_cell import kernel_cell  # noqa: E402 - bench/ is on sys.path as the script dir
 H200 = {"SMEM_PER_BLOCK": 232448, "SM_COUNT": 132}
 Z, H = 4, 32
 
@@ -62,16 +62,6 @@ SPACE = {
          dict(_D64, CONSUMERS=2, PINGPONG=1), dict(_D64, CONSUMERS=2, BLOCK_N=176, STAGES=2,
                                                   PINGPONG=1)],
 }
-
-
-def kernel_cell() -> tuple[str, str]:
-    """(magic line without ``%%kernel``, body) of the notebook's kernel cell (plain JSON)."""
-    cells = json.loads(NB.read_text())["cells"]
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in cells]
-    src = next(s for s in sources if s.startswith("%%kernel attn_fwd"))
-    line, body = src.split("\n", 1)
-    return line.removeprefix("%%kernel").strip(), body
 
 
 #: TMA box columns and swizzle span, per the cell's FP8 tunable: a box row is one swizzle span
@@ -122,7 +112,7 @@ def spec_for(n_ctx: int, d: int, causal: int, zh: int = Z * H, body_edit=None,
              fp8: bool = False):
     from jupyter_ktune import parse_cell
 
-    line, body = kernel_cell()
+    line, body = kernel_cell(NB, "attn_fwd")
     body = body.replace("HEAD_DIM in [128]", f"HEAD_DIM in [{d}]", 1)  # the cell's D is one
     if fp8:  # the cell's dtype is one too
         body, line = body.replace("FP8 in [0]", "FP8 in [1]", 1), line + FP8_TOLERANCE

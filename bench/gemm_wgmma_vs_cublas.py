@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a checkout without installing (the worker too)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 NB = ROOT / "examples" / "gemm_wgmma.ipynb"
+from notebook_cell import kernel_cell  # noqa: E402 - bench/ is on sys.path as the script dir
 H200 = {"SMEM_PER_BLOCK": 232448, "SM_COUNT": 132}  # for --check --all without a device
 
 _BASE = dict(BM=128, BN=256, BK=64, STAGES=4, SWIZZLE="128B", CONSUMERS=2, PERSISTENT=1,
@@ -52,19 +53,6 @@ SPACE = [
     dict(_BASE, BM=256, BN=128, STAGES=4),
     dict(_BASE, BN=128, CONSUMERS=1, STAGES=5),
 ]
-
-
-def kernel_cell() -> tuple[str, str]:
-    """(magic line without ``%%kernel``, body) of the notebook's kernel cell.
-
-    Read as plain JSON, so the GPU machine needs no nbformat.
-    """
-    cells = json.loads(NB.read_text())["cells"]
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in cells]
-    src = next(s for s in sources if s.startswith("%%kernel gemm_wgmma"))
-    line, body = src.split("\n", 1)
-    return line.removeprefix("%%kernel").strip(), body
 
 
 def make_inputs(n: int):
@@ -94,7 +82,7 @@ def reference(A: Any, B: Any, **_: Any) -> Any:
 def spec_for(n: int):
     from jupyter_ktune import parse_cell
 
-    line, body = kernel_cell()
+    line, body = kernel_cell(NB, "gemm_wgmma")
     return parse_cell(line, body, {"inputs": make_inputs(n), "reference": reference})
 
 
