@@ -389,4 +389,46 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await report.scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-static-report.png` });
+
+  // saved, then reloaded (kernel alive): the widgets come back with the same axes and report
+  await page.notebook.save();
+  await page.evaluate(() => location.reload());
+  const reloaded = page.locator('.jp-OutputArea-output', { hasText: 'static report for sm_90a' }).first();
+  await expect(reloaded).toBeVisible({ timeout: 60000 });
+  await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N', { timeout: 60000 });
+  await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
+  await reloaded.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${SHOTS}/attention-wgmma-after-reload.png` });
+});
+
+test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes', async ({
+  page,
+  tmpPath,
+  baseURL
+}) => {
+  const examples = path.resolve(__dirname, '..', '..', 'examples');
+  await page.contents.uploadFile(path.join(examples, 'attention_wgmma.ipynb'), `${tmpPath}/attn7.ipynb`);
+  const nb7 = await page.context().newPage();
+  await nb7.setViewportSize({ width: 1600, height: 1000 });
+  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/attn7.ipynb`);
+  await nb7.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 60000 });
+  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
+  await nb7.waitForTimeout(3000); // kernel start
+  for (let i = 0; i < 5; i++) {
+    await nb7.keyboard.press('Shift+Enter'); // two markdown cells, setup, markdown, the kernel
+  }
+  const report = nb7.locator('.jp-OutputArea-output', { hasText: 'static report for sm_90a' }).first();
+  await expect(report).toBeVisible({ timeout: 120000 });
+  await expect(report).toContainText('HGMMA/QGMMA (wgmma): 32');
+  const axis = (label: RegExp) =>
+    nb7
+      .locator('.widget-dropdown')
+      .filter({ has: nb7.locator('.widget-label', { hasText: label }) })
+      .first()
+      .locator('select');
+  await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N');
+  await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
+  await report.scrollIntoViewIfNeeded();
+  await nb7.screenshot({ path: `${SHOTS}/attention-wgmma-notebook7.png` });
+  await nb7.close();
 });
