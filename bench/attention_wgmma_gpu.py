@@ -107,9 +107,30 @@ def fp8_sdpa(q8: Any, k8: Any, v8: Any, causal: int) -> tuple[Any, str]:
     """torch SDPA on float8_e4m3fn tensors under cuDNN, if this torch has it: (fn, note)."""
     try:
         sdpa_cudnn(q8, k8, v8, causal)
-        return (lambda: sdpa_cudnn(q8, k8, v8, causal)), "cuDNN fp8 through SDPA"
     except Exception as exc:  # noqa: BLE001 - the finding is whether torch exposes it
         return None, f"not exposed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+    def call() -> Any:
+        return sdpa_cudnn(q8, k8, v8, causal)
+
+    return call, f"cuDNN fp8 through SDPA; its kernels: {', '.join(launched(call))}"
+
+
+def launched(fn: Any) -> list[str]:
+    """The GPU kernels one call of ``fn`` launches (torch.profiler), to say what a library
+    really ran (an fp8 call that runs at fp16 speed may have upcast)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        return sorted({e.key[:90] for e in prof.key_averages()
+                       if getattr(e, "device_type", None) is not None
+                       and "CUDA" in str(e.device_type)}) or ["(none seen)"]
+    except Exception as exc:  # noqa: BLE001 - a note, not a verdict
+        return [f"(profiler: {type(exc).__name__})"]
 
 
 def run_fp8(args: Any, cell: Any) -> int:

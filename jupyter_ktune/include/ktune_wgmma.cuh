@@ -44,6 +44,29 @@ KT_HD constexpr int wgmma_e4m3_k_of(int col) {
   return (col & 16) | ((col & 6) << 1) | ((col & 8) >> 2) | (col & 1);
 }
 
+// An 8-bit V tile (BN kv rows of D bytes, swizzle span D) transposed into V^T (D rows of BN
+// bytes, span BN) for the e4m3 P * V, in units of 4 kv rows (x, x+1, x+8, x+9 with
+// x = 32(ku/8) + 16(ku/4 % 2) + 2(ku % 4)) by 4 columns (4 dq .. 4 dq + 3): each lane loads a
+// unit as 4 words and stores it as 4 words of V^T rows 4 dq .. 4 dq + 3 at byte 4 ku (the
+// order wgmma_e4m3_k_of asks for). vt_unit gives lane `lane` of warp step `step` its unit.
+// The plain lane-major order (dq fastest) puts a warp's 32 stores in 2 banks' worth of rows:
+// 16-way bank conflicts at D = 128, 8-way at D = 64, which made the transpose, not the tensor
+// cores, the limiter of the fp8 kernel. These orders make each of a warp's loads and stores
+// hit 32 banks, or 16 banks twice where a row is 64 bytes (a 4-byte word's row parity is the
+// same for every lane of one instruction there, so 2-way is the least). The steps of a stage
+// are 0 .. BN * D / 512 - 1; every unit is visited once.
+struct VtUnit {
+  int ku, dq;
+};
+template <int D, int BN>
+KT_HD constexpr VtUnit vt_unit(int lane, int step) {
+  static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128), "D and BN: 64 or 128");
+  if (BN == 128 && D == 128) return VtUnit{lane, lane ^ (8 * (lane & 3)) ^ step};
+  if (BN == 128) return VtUnit{lane, (lane ^ step) & 15};
+  if (D == 128) return VtUnit{(lane ^ step) & 15, lane ^ (8 * ((lane ^ step) & 3))};
+  return VtUnit{lane & 15, (lane & 15) ^ ((lane >> 4) | (step << 1))};
+}
+
 }  // namespace kt
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
