@@ -54,3 +54,25 @@ def test_the_compile_pool_runs_nicer_than_the_sweep():
         assert pool.submit(os.nice, 0).result(timeout=120) >= min(os.nice(0) + POOL_NICENESS, 19)
     finally:
         pool.shutdown()
+
+
+def _triton_key_hashed() -> int:
+    """In a pool process: whether Triton's installation hash is already computed (lru_cache)."""
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        from triton.compiler.compiler import triton_key
+    return triton_key.cache_info().currsize
+
+
+def test_the_pools_warm_up_hashes_triton_before_the_first_compile():
+    """triton_key (0.33 s of hashing per process) is paid at pool start, not by a compile:
+    a short sweep gives each config a fresh process, so each compile paid it."""
+    pytest.importorskip("triton")
+    from jupyter_ktune.tune.runners import make_pool
+
+    pool = make_pool(1, "triton")  # the warm-up task runs first on the pool's one process
+    try:
+        assert pool.submit(_triton_key_hashed).result(timeout=300) == 1
+    finally:
+        pool.shutdown()

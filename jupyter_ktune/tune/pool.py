@@ -30,6 +30,10 @@ def warm_up(backend: str) -> None:
     get_backend(backend)
     for name in _COMPILER_MODULES.get(backend, ()):
         importlib.import_module(name)
+    if backend == "triton":  # its installation's hash, which each process's first compile pays
+        from jupyter_ktune.backends.triton.jit_warm import warm_cache_key
+
+        warm_cache_key()
 
 
 #: How much nicer than the sweep a compile-pool process runs (its ptxas and nvcc inherit it).

@@ -46,7 +46,7 @@ from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder, is_descriptor
-from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder
+from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
@@ -115,6 +115,9 @@ class TritonBackend:
             return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools)
         from jupyter_ktune.measure.clocks import driver_version
 
+        # the worker's first JIT lookup would hash Triton's installation (0.3 s) on the first
+        # config's clock: hash it beside the device's opening instead
+        threading.Thread(target=warm_cache_key, name="ktune-triton-key", daemon=True).start()
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
         limits = {"SMEM_PER_BLOCK": int(getattr(p, "shared_memory_per_block_optin", 232448)),
                   "SMEM_PER_SM": int(getattr(p, "shared_memory_per_multiprocessor", 233472)),

@@ -188,3 +188,24 @@ def _is_compile_error(exc: BaseException) -> bool:
             return True
         cur = cur.__cause__ or cur.__context__
     return False
+
+
+def warm_cache_key() -> bool:
+    """Hash Triton's installation for its cache key now, not inside a process's first compile.
+
+    Every compile and every JIT lookup keys its cache entry on ``triton_key()``, a hash of
+    Triton's own sources and libtriton that each process computes once: 0.33 s on this
+    project's CPU machine, against 0.04 s for the rest of a small kernel's compile. A sweep of
+    a few configs gives each one a compile-pool process of its own, so each of its compiles
+    paid the hash: on the H200, fla's softmax (6 configs) and cumsum (8) had pool compiles of
+    0.3-0.36 s each and their first result back at 0.26-0.3 s
+    (bench/results/corpus_vs_autotune/2026-12-01-1911). The pool's warm-up and the device
+    worker's start call this instead. False where this Triton has no such function.
+    """
+    import importlib
+
+    for where in ("triton.runtime.cache", "triton.compiler.compiler"):
+        with contextlib.suppress(ImportError, AttributeError):
+            importlib.import_module(where).triton_key()
+            return True
+    return False
