@@ -140,3 +140,22 @@ def test_a_tensor_descriptor_kernel_is_found_too(tmp_path):
     cache = tmp_path / "triton-cache"
     assert _child(POOL_TASK, blob, cache) == "StaticReport static no-sass"
     assert _child(LAUNCH_LOOKUP, blob, cache) == "0"
+
+
+def test_one_pool_process_at_a_time_builds_a_kernels_launcher():
+    """Concurrent compiles of one kernel's configs: one builds the shared launcher (gcc, 0.2 s
+    on the H200), the others skip it; once it is done the next may build (a cache hit)."""
+    from types import SimpleNamespace
+
+    from jupyter_ktune.backends.triton.jit_warm import _one_builder
+
+    def kernel(name):
+        return SimpleNamespace(src=SimpleNamespace(fn=SimpleNamespace(__qualname__=name,
+                                                                      __module__="cell")))
+
+    with _one_builder(kernel("softmax_fwd")) as first:
+        with _one_builder(kernel("softmax_fwd")) as second:
+            with _one_builder(kernel("other_kernel")) as other:
+                assert (first, second, other) == (True, False, True)
+    with _one_builder(kernel("softmax_fwd")) as later:
+        assert later

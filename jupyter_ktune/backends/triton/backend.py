@@ -46,6 +46,7 @@ from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder, is_descriptor
+from jupyter_ktune.backends.triton import jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
@@ -181,6 +182,7 @@ class TritonBackend:
                                   else request.run())
             out = self._aot[key]
         self.compile_phases["compile"] = time.perf_counter() - clock
+        self.compile_phases["of which launcher"] = jit_warm.LAUNCHER_SECONDS.pop("last", 0.0)
         if isinstance(out, CompileFailure):
             raise out
         return out

@@ -170,13 +170,66 @@ def build_launcher(kernel: Any) -> bool:
     the (here compile-only) driver for it: then there is nothing to build and this returns
     False, as it does for any failure; the launch builds it then, as before.
     """
-    try:
-        from triton.backends.nvidia.driver import CudaLauncher
+    import time
 
-        CudaLauncher(kernel.src, kernel.metadata)
-    except Exception:  # noqa: BLE001 - best effort: the first launch builds it otherwise
-        return False
-    return True
+    clock = time.perf_counter()
+    try:
+        with _one_builder(kernel) as mine:
+            if not mine:  # another pool process is building this kernel's launcher right now
+                return False
+            try:
+                from triton.backends.nvidia.driver import CudaLauncher
+
+                CudaLauncher(kernel.src, kernel.metadata)
+            except Exception:  # noqa: BLE001 - best effort: the first launch builds it then
+                return False
+        return True
+    finally:
+        LAUNCHER_SECONDS["last"] = time.perf_counter() - clock
+
+
+#: Seconds the last :func:`build_launcher` of this process took (a compile phase of its own).
+LAUNCHER_SECONDS: dict[str, float] = {}
+
+
+@contextlib.contextmanager
+def _one_builder(kernel: Any) -> Iterator[bool]:
+    """True for one pool process at a time per kernel: the others skip the launcher build.
+
+    A short sweep compiles all its configs at once, one per pool process, and they share one
+    launcher (it depends on the signature, not on the constexpr values): each process ran gcc
+    for the same file into a cold cache, 0.2 s on every compile where autotune pays it once.
+    The one that holds the lock builds it; the worker's launch finds it cached (or, if the
+    build is not done yet, builds it itself, as without the pool). A lock of an exited process
+    is released by the OS."""
+    import hashlib
+    import tempfile
+
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): every process builds, as before
+        yield True
+        return
+
+    name = getattr(getattr(kernel, "src", None), "fn", None)
+    key = hashlib.sha256(repr((getattr(name, "__qualname__", repr(name)),
+                               getattr(name, "__module__", ""),
+                               os.environ.get("TRITON_CACHE_DIR", ""))).encode()).hexdigest()
+    path = os.path.join(tempfile.gettempdir(), f"ktune-launcher-{key[:24]}.lock")
+    try:
+        handle = open(path, "a")  # noqa: SIM115 - held for the build, closed below
+    except OSError:
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        handle.close()
 
 
 def _is_compile_error(exc: BaseException) -> bool:
