@@ -175,7 +175,7 @@ def build_launcher(kernel: Any) -> bool:
     clock = time.perf_counter()
     try:
         with _one_builder(kernel) as mine:
-            if not mine:  # another pool process is building this kernel's launcher right now
+            if not mine:  # another pool process's build of it is stuck
                 return False
             try:
                 from triton.backends.nvidia.driver import CudaLauncher
@@ -193,24 +193,26 @@ LAUNCHER_SECONDS: dict[str, float] = {}
 
 
 @contextlib.contextmanager
-def _one_builder(kernel: Any) -> Iterator[bool]:
-    """True for one pool process at a time per kernel: the others skip the launcher build.
+def _one_builder(kernel: Any, wait_s: float = 5.0) -> Iterator[bool]:
+    """Build a kernel's launcher in one pool process at a time: the others wait, then find it.
 
     A short sweep compiles all its configs at once, one per pool process, and they share one
     launcher (it depends on the signature, not on the constexpr values): each process ran gcc
-    for the same file into a cold cache, 0.2 s on every compile where autotune pays it once.
-    The one that holds the lock builds it; the worker's launch finds it cached (or, if the
-    build is not done yet, builds it itself, as without the pool). A lock of an exited process
-    is released by the OS."""
+    for the same file into a cold cache, 0.2 s and a CPU on every compile where autotune pays
+    it once. With a lock per kernel the first builds it and the others, after waiting for it,
+    find it in the cache, so each compile still comes back with its launcher built (a process
+    that skipped it instead left the build to the worker's first launch, inside "verify":
+    bench/results/corpus_vs_autotune/2026-12-01-1927). False after ``wait_s`` (a stuck build):
+    the launch builds it then, as without the pool. An exited process's lock is released."""
     import hashlib
     import tempfile
+    import time
 
     try:
         import fcntl
     except ImportError:  # no flock (Windows): every process builds, as before
         yield True
         return
-
     name = getattr(getattr(kernel, "src", None), "fn", None)
     key = hashlib.sha256(repr((getattr(name, "__qualname__", repr(name)),
                                getattr(name, "__module__", ""),
@@ -222,11 +224,16 @@ def _one_builder(kernel: Any) -> Iterator[bool]:
         yield True
         return
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.005)
         yield True
     finally:
         handle.close()
