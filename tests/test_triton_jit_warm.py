@@ -141,35 +141,3 @@ def test_a_tensor_descriptor_kernel_is_found_too(tmp_path):
     assert _child(POOL_TASK, blob, cache) == "StaticReport static no-sass"
     assert _child(LAUNCH_LOOKUP, blob, cache) == "0"
 
-
-def test_one_pool_process_at_a_time_builds_a_kernels_launcher():
-    """Concurrent compiles of one kernel's configs: one builds the shared launcher (gcc, 0.2 s
-    on the H200) while the others wait for it (then find it cached); other kernels do not wait,
-    and a build that holds the lock too long is left to the launch."""
-    import threading
-    import time
-    from types import SimpleNamespace
-
-    from jupyter_ktune.backends.triton.jit_warm import _one_builder
-
-    def kernel(name):
-        return SimpleNamespace(src=SimpleNamespace(fn=SimpleNamespace(__qualname__=name,
-                                                                      __module__="cell")))
-
-    waited = []
-
-    def second_compile():
-        t0 = time.monotonic()
-        with _one_builder(kernel("softmax_fwd")) as mine:
-            waited.append((mine, time.monotonic() - t0))
-
-    with _one_builder(kernel("softmax_fwd")) as first:
-        other = threading.Thread(target=second_compile)
-        other.start()
-        with _one_builder(kernel("other_kernel"), wait_s=0.0) as unrelated:
-            assert first and unrelated
-        with _one_builder(kernel("softmax_fwd"), wait_s=0.05) as stuck:
-            assert stuck is False  # gave up on the holder
-        time.sleep(0.3)
-    other.join(5)
-    assert waited and waited[0][0] is True and waited[0][1] >= 0.25  # it waited for the first

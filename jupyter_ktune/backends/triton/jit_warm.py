@@ -169,74 +169,29 @@ def build_launcher(kernel: Any) -> bool:
     Tritons launch every kernel through one generic launcher, and their ``CudaLauncher`` asks
     the (here compile-only) driver for it: then there is nothing to build and this returns
     False, as it does for any failure; the launch builds it then, as before.
+
+    A short sweep's concurrent compiles each build the same launcher into a cold cache (its
+    seconds are the compile phase "of which launcher"). One builder per kernel behind a file
+    lock was tried and undone: skipping moved the build into the worker's first "verify",
+    waiting for the builder kept it on the path; neither shortened a sweep on the H200
+    (bench/results/corpus_vs_autotune/2026-12-01-1927 and -1930).
     """
     import time
 
     clock = time.perf_counter()
     try:
-        with _one_builder(kernel) as mine:
-            if not mine:  # another pool process's build of it is stuck
-                return False
-            try:
-                from triton.backends.nvidia.driver import CudaLauncher
+        from triton.backends.nvidia.driver import CudaLauncher
 
-                CudaLauncher(kernel.src, kernel.metadata)
-            except Exception:  # noqa: BLE001 - best effort: the first launch builds it then
-                return False
-        return True
+        CudaLauncher(kernel.src, kernel.metadata)
+    except Exception:  # noqa: BLE001 - best effort: the first launch builds it otherwise
+        return False
     finally:
         LAUNCHER_SECONDS["last"] = time.perf_counter() - clock
+    return True
 
 
 #: Seconds the last :func:`build_launcher` of this process took (a compile phase of its own).
 LAUNCHER_SECONDS: dict[str, float] = {}
-
-
-@contextlib.contextmanager
-def _one_builder(kernel: Any, wait_s: float = 5.0) -> Iterator[bool]:
-    """Build a kernel's launcher in one pool process at a time: the others wait, then find it.
-
-    A short sweep compiles all its configs at once, one per pool process, and they share one
-    launcher (it depends on the signature, not on the constexpr values): each process ran gcc
-    for the same file into a cold cache, 0.2 s and a CPU on every compile where autotune pays
-    it once. With a lock per kernel the first builds it and the others, after waiting for it,
-    find it in the cache, so each compile still comes back with its launcher built (a process
-    that skipped it instead left the build to the worker's first launch, inside "verify":
-    bench/results/corpus_vs_autotune/2026-12-01-1927). False after ``wait_s`` (a stuck build):
-    the launch builds it then, as without the pool. An exited process's lock is released."""
-    import hashlib
-    import tempfile
-    import time
-
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): every process builds, as before
-        yield True
-        return
-    name = getattr(getattr(kernel, "src", None), "fn", None)
-    key = hashlib.sha256(repr((getattr(name, "__qualname__", repr(name)),
-                               getattr(name, "__module__", ""),
-                               os.environ.get("TRITON_CACHE_DIR", ""))).encode()).hexdigest()
-    path = os.path.join(tempfile.gettempdir(), f"ktune-launcher-{key[:24]}.lock")
-    try:
-        handle = open(path, "a")  # noqa: SIM115 - held for the build, closed below
-    except OSError:
-        yield True
-        return
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(0.005)
-        yield True
-    finally:
-        handle.close()
 
 
 def _is_compile_error(exc: BaseException) -> bool:
