@@ -21,6 +21,9 @@ def test_attention_notebook_shows_hgmma_and_tma() -> None:
     assert "| spills 0 | HGMMA ['HGMMA.64x128x16.F32']" in text
     if "cannot run here" not in text:  # on a GPU the cell really ran and was verified
         assert "attn_fwd: ok" in text
+    # the fp8 cell: the same kernel with FP8 in [1] builds the 8-bit wgmma, TMA, no spills
+    assert "QGMMA ['QGMMA.64x128x32.F32.E4M3.E4M3'] | tma True | spills 0" in text, text[-2000:]
+    assert "'CONSUMERS': 2, 'EXP_POLY': 0, 'FP8': 1" in text  # the fp8 build is what ran
 
 
 @needs_nvcc
