@@ -18,6 +18,18 @@ except ImportError:  # a source checkout that was never built
     __version__ = "0+unknown"
 
 
+def panel(spec: KernelSpec):  # noqa: ANN201 - the panel type lives in the UI layer
+    """The live tuning panel of ``spec``, as ``%%kernel`` shows its own cell's.
+
+    For a spec built in code, e.g. ``parse_cell(line, cell_source.replace(...), namespace)``
+    for a variant of a cell: the same sliders, Autotune and Bokeh views, first result shown.
+    Needs the notebook stack (ipywidgets, bokeh, jupyter_bokeh); the core does not import it.
+    """
+    from jupyter_ktune.ui.start import panel_for
+
+    return panel_for(spec)
+
+
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
     """Register the ``%%kernel`` magic (``%load_ext jupyter_ktune``)."""
     from jupyter_ktune.magics import KtuneMagics

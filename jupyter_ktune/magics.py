@@ -17,37 +17,8 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
-from jupyter_ktune.spec import KernelSpec, parse_cell
-
-_panels: dict[str, Any] = {}  # kernel name -> its live panel; a re-run cell replaces its own
-
-
-def _panel(spec: KernelSpec) -> Any:
-    """Start a tuning session for the cell and return its live panel (first result shown)."""
-    from jupyter_ktune.api import choose_config
-    from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.backends.base import limits_for
-    from jupyter_ktune.measure.ceilings import device_ceilings
-    from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.session import TuningSession
-    from jupyter_ktune.ui.app import KernelPanel
-
-    get_backend(spec.backend).check(spec)
-    worker = get_worker()
-    device = worker.device(spec.backend)
-    limits = limits_for(spec, device)
-    old = _panels.pop(spec.name, None)
-    if old is not None:
-        old.session.close()
-    # BokehJS is not put in the notebook (1.3 MB per saved notebook): the jupyter server
-    # extension serves bokeh's own copy and the labextension loads it (labextension/src/bokeh.ts)
-    session = TuningSession(spec, worker, limits)
-    panel = KernelPanel(session, choose_config(spec, None, limits),
-                        device_ceilings(worker, device))
-    panel.result  # noqa: B018 - wait for the first result so the output shows numbers
-    _panels[spec.name] = panel
-    return panel
-
+from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.ui.start import panel_for
 
 @magics_class
 class KtuneMagics(Magics):
@@ -78,7 +49,7 @@ class KtuneMagics(Magics):
 
                 display(HTML(origin_html(spec)))
             if spec.options.panel and spec.space.params:
-                out = _panel(spec)
+                out = panel_for(spec)
                 show_editor_marks(out.result)  # compiler messages as marks in this cell
             else:
                 out = run_kernel(spec)

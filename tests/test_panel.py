@@ -178,3 +178,24 @@ def test_the_heatmap_starts_on_tunables_that_vary(worker):
         assert "HEAD_DIM" in p.axis_x.options  # still there to choose
     finally:
         session.close()
+
+
+def test_a_spec_built_in_code_gets_a_live_panel_of_its_own(worker):
+    """``jupyter_ktune.panel(spec)``: a variant of a cell built with ``parse_cell`` (here one
+    tunable narrowed, another start) gets the panel ``%%kernel`` would show, on its start
+    config; a new panel for the kernel closes the previous one's session; a cell without
+    tunables is refused in one line with the fix."""
+    import jupyter_ktune
+    from jupyter_ktune.errors import CellError
+
+    spec = parse_cell(LINE + " --config BLOCK=2", SRC.replace("[1, 2, 4, 8]", "[1, 2]"), NS)
+    first = jupyter_ktune.panel(spec)
+    assert isinstance(first, KernelPanel) and first.result.status is Status.OK
+    assert first.result.config == {"BLOCK": 2, "SWIZZLE": "none"}
+    assert [v for _label, v in first.controls.widgets["BLOCK"].options] == [1, 2]
+    second = jupyter_ktune.panel(spec)
+    assert first.session._state.closed and not second.session._state.closed
+    second.session.close()
+    with pytest.raises(CellError, match="no tunables") as err:
+        jupyter_ktune.panel(parse_cell(LINE, "def scale(x, y, n):\n    y[:] = 2 * x\n", NS))
+    assert "run_kernel" in err.value.fix

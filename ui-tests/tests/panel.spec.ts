@@ -95,6 +95,15 @@ async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: 
   await page.notebook.activate(file);
 }
 
+/** Open examples/attention_wgmma.ipynb and run its setup and %%kernel cells (nvcc, sm_90a). */
+async function runAttentionKernelCell(page: IJupyterLabPageFixture, tmpPath: string) {
+  const examples = path.resolve(__dirname, '..', '..', 'examples');
+  await openFixture(page, tmpPath, 'attention_wgmma.ipynb', examples);
+  await page.notebook.runCell(2); // setup: inputs, reference
+  await page.notebook.runCell(4); // the %%kernel cell (nvcc for sm_90a)
+  await settled(page);
+}
+
 /** Text of the config the badge shows (the current result's). */
 async function shownConfig(page: Page, n = 0): Promise<string> {
   return (await page.locator('.ktune-badge code.ktune-shown').nth(n).textContent()) ?? '';
@@ -364,11 +373,7 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   // No GPU here: a CUDA cell that cannot run shows the result with nvcc's static report (no
   // live panel). What must hold: the report is the sm_90a build's, with wgmma and TMA in its
   // SASS, and the config it names is the cell's --config.
-  const examples = path.resolve(__dirname, '..', '..', 'examples');
-  await openFixture(page, tmpPath, 'attention_wgmma.ipynb', examples);
-  await page.notebook.runCell(2); // setup: inputs, reference
-  await page.notebook.runCell(4); // the %%kernel cell (nvcc for sm_90a)
-  await settled(page);
+  await runAttentionKernelCell(page, tmpPath);
   const shown = await shownConfig(page);
   for (const part of ['BLOCK_N=128', 'CONSUMERS=2', 'OVERLAP=1', 'PERSISTENT=1', 'STAGES=2']) {
     expect(shown).toContain(part);
@@ -399,6 +404,33 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await reloaded.scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-after-reload.png` });
+});
+
+test('the fp8 build of the WGMMA attention cell gets a panel of its own, with the 8-bit report', async ({
+  page,
+  tmpPath
+}) => {
+  // The notebook's fp8 cell builds a variant of the kernel cell in code (FP8 in [1], e4m3
+  // inputs) and shows it with jupyter_ktune.panel(spec8). What must hold: a second panel, whose
+  // shown config is the fp8 build's start (not the fp16 cell's), with QGMMA in its sm_90a report.
+  await runAttentionKernelCell(page, tmpPath);
+  await page.notebook.runCell(5); // its result, and `spec`
+  await page.notebook.runCell(11); // the fp8 panel
+  await settled(page);
+  const report8 = page.locator('.jp-OutputArea-output', { hasText: 'static report for sm_90a' }).nth(1);
+  await expect(report8).toBeVisible({ timeout: 180000 });
+  // the 8-bit build: half the wgmma instructions of the fp16 one (k32: 16, against 32) and one
+  // TMA box per tile row (3, against 6), no spills
+  await expect(report8).toContainText('HGMMA/QGMMA (wgmma): 16');
+  await expect(report8).toContainText('TMA: 3');
+  await expect(report8).toContainText('LDL/STL: 0/0');
+  const shown8 = await shownConfig(page, 1);
+  for (const part of ['FP8=1', 'STAGES=3', 'BLOCK_N=128', 'CONSUMERS=2']) {
+    expect(shown8).toContain(part);
+  }
+  expect(await shownConfig(page, 0)).toContain('FP8=0'); // the fp16 cell's panel is untouched
+  await report8.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-panel.png` });
 });
 
 test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes', async ({
