@@ -210,12 +210,13 @@ def warm_cache_key() -> bool:
 
     Every compile and every JIT lookup keys its cache entry on ``triton_key()``, a hash of
     Triton's own sources and libtriton that each process computes once: 0.33 s on this
-    project's CPU machine, against 0.04 s for the rest of a small kernel's compile. A sweep of
-    a few configs gives each one a compile-pool process of its own, so each of its compiles
-    paid the hash: on the H200, fla's softmax (6 configs) and cumsum (8) had pool compiles of
-    0.3-0.36 s each and their first result back at 0.26-0.3 s
-    (bench/results/corpus_vs_autotune/2026-12-01-1911). The pool's warm-up and the device
-    worker's start call this instead. False where this Triton has no such function.
+    project's CPU machine, where a fresh process's first compile of a small kernel took 0.43 s
+    and the next 0.04 s (0.09 s once the hash was done). A short sweep gives each config a
+    compile-pool process of its own, so the pool's warm-up and the device worker's start pay
+    it instead. On the H200 the corpus bench's small sweeps did not get shorter with it
+    (bench/results/corpus_vs_autotune/2026-12-01-1911 against -1919): there the first
+    compile's time is mostly Triton 3.6's launcher build (gcc, 0.2 s, run 1927).
+    False where this Triton has no such function.
     """
     import importlib
 
