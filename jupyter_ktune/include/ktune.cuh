@@ -41,15 +41,15 @@ namespace kt {
 
 // Ceiling division for non-negative a and positive b: the number of tiles of
 // size b needed to cover a elements (grid sizes, loop trip counts).
-template <typename T>
-KT_HD constexpr T cdiv(T a, T b) {
+template <typename KtT>
+KT_HD constexpr KtT cdiv(KtT a, KtT b) {
   return (a + b - 1) / b;
 }
 
 // True when x is a positive power of two. Tile sizes that feed shifts, masks
 // and swizzles must be.
-template <typename T>
-KT_HD constexpr bool is_pow2(T x) {
+template <typename KtT>
+KT_HD constexpr bool is_pow2(KtT x) {
   return x > 0 && (x & (x - 1)) == 0;
 }
 
@@ -85,39 +85,39 @@ KT_HD constexpr bool is_pow2(T x) {
 // layout TMA wrote.
 
 // Number of row bits a swizzle mode XORs in (CUTLASS's BBits).
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr int swizzle_bits() {
-  static_assert(BYTES == 0 || BYTES == 32 || BYTES == 64 || BYTES == 128,
+  static_assert(KtBytes == 0 || KtBytes == 32 || KtBytes == 64 || KtBytes == 128,
                 "[ktune] swizzle BYTES must be 0 (none), 32, 64 or 128");
-  return BYTES == 128 ? 3 : BYTES == 64 ? 2 : BYTES == 32 ? 1 : 0;
+  return KtBytes == 128 ? 3 : KtBytes == 64 ? 2 : KtBytes == 32 ? 1 : 0;
 }
 
 // Bytes after which the swizzle pattern repeats (0 for no swizzle). Swizzled
 // tiles should start at a multiple of this in shared memory.
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr unsigned int swizzle_span() {
-  return BYTES * 8u;
+  return KtBytes * 8u;
 }
 
 // Swizzled byte offset of `byte_offset` within a shared-memory tile.
 // BYTES is the swizzle mode: 0 (none), 32, 64 or 128.
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr unsigned int swizzle(unsigned int byte_offset) {
   return byte_offset ^
-         ((byte_offset & (((1u << swizzle_bits<BYTES>()) - 1u) << 7)) >> 3);
+         ((byte_offset & (((1u << swizzle_bits<KtBytes>()) - 1u) << 7)) >> 3);
 }
 
 // Element index of (row, col) in a row-major tile of T with `row_elems`
 // elements per row, after swizzling. Use it to index a `T*` that points at a
 // tile TMA loaded with the same swizzle mode. T must be 1, 2, 4, 8 or 16 bytes
 // so that an element never straddles a 16-byte chunk.
-template <int BYTES, typename T>
+template <int KtBytes, typename KtT>
 KT_HD constexpr unsigned int swizzle_index(unsigned int row, unsigned int col,
                                            unsigned int row_elems) {
-  static_assert(sizeof(T) <= 16 && (16 % sizeof(T)) == 0,
+  static_assert(sizeof(KtT) <= 16 && (16 % sizeof(KtT)) == 0,
                 "[ktune] swizzle_index needs an element of 1, 2, 4, 8 or 16 bytes");
-  return swizzle<BYTES>((row * row_elems + col) * (unsigned int)sizeof(T)) /
-         (unsigned int)sizeof(T);
+  return swizzle<KtBytes>((row * row_elems + col) * (unsigned int)sizeof(KtT)) /
+         (unsigned int)sizeof(KtT);
 }
 
 // ---------------------------------------------------------------------------
@@ -224,9 +224,9 @@ KT_HD constexpr unsigned int fnv(const char* s) {
 }
 
 // Forces the hash to be a compile-time constant (a template argument).
-template <unsigned int V>
+template <unsigned int KtV>
 struct Const {
-  static constexpr unsigned int value = V;
+  static constexpr unsigned int value = KtV;
 };
 
 }  // namespace prof

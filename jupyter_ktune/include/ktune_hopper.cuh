@@ -43,11 +43,11 @@ static_assert(sizeof(TensorMap) == 128, "[ktune] TensorMap must be 128 bytes");
 
 // The 2-bit swizzle field of a WGMMA descriptor (bits 62-63) for a swizzle given, as
 // everywhere in ktune, by its byte span: 0 (none / interleave), 128, 64 or 32 bytes.
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr unsigned long long wgmma_swizzle_code() {
-  static_assert(BYTES == 0 || BYTES == 32 || BYTES == 64 || BYTES == 128,
+  static_assert(KtBytes == 0 || KtBytes == 32 || KtBytes == 64 || KtBytes == 128,
                 "[ktune] swizzle BYTES must be 0 (none), 32, 64 or 128");
-  return BYTES == 128 ? 1ull : BYTES == 64 ? 2ull : BYTES == 32 ? 3ull : 0ull;
+  return KtBytes == 128 ? 1ull : KtBytes == 64 ? 2ull : KtBytes == 32 ? 3ull : 0ull;
 }
 
 // A WGMMA shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
@@ -57,7 +57,7 @@ KT_HD constexpr unsigned long long wgmma_swizzle_code() {
 //   bits 49-51  matrix base offset (0 when each swizzle atom starts at a multiple of its span)
 //   bits 62-63  swizzle: 0 none, 1 128B, 2 64B, 3 32B
 // Everything else is zero.
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr unsigned long long wgmma_desc(unsigned int smem_addr, unsigned int lbo_bytes,
                                               unsigned int sbo_bytes,
                                               unsigned int base_offset = 0u) {
@@ -65,7 +65,7 @@ KT_HD constexpr unsigned long long wgmma_desc(unsigned int smem_addr, unsigned i
          ((((unsigned long long)lbo_bytes >> 4) & 0x3FFFull) << 16) |
          ((((unsigned long long)sbo_bytes >> 4) & 0x3FFFull) << 32) |
          (((unsigned long long)base_offset & 0x7ull) << 49) |
-         (wgmma_swizzle_code<BYTES>() << 62);
+         (wgmma_swizzle_code<KtBytes>() << 62);
 }
 
 // Descriptor of a K-major operand tile as TMA writes it with swizzle BYTES (32, 64 or 128):
@@ -74,11 +74,11 @@ KT_HD constexpr unsigned long long wgmma_desc(unsigned int smem_addr, unsigned i
 // not used for swizzled K-major layouts (a k16 step of 16-bit data spans 32 bytes, inside one
 // swizzle row), so it is set to 16 (encoded 1). To step along K inside a row, add the byte
 // offset to smem_addr (k * sizeof(T)); the hardware applies the swizzle on the address bits.
-template <int BYTES>
+template <int KtBytes>
 KT_HD constexpr unsigned long long wgmma_desc_kmajor(unsigned int smem_addr) {
-  static_assert(BYTES == 32 || BYTES == 64 || BYTES == 128,
+  static_assert(KtBytes == 32 || KtBytes == 64 || KtBytes == 128,
                 "[ktune] wgmma_desc_kmajor needs a 32B, 64B or 128B swizzle");
-  return wgmma_desc<BYTES>(smem_addr, 16u, 8u * (unsigned int)BYTES);
+  return wgmma_desc<KtBytes>(smem_addr, 16u, 8u * (unsigned int)KtBytes);
 }
 
 }  // namespace kt
@@ -216,9 +216,9 @@ KT_DEVICE_INLINE void tma_store_commit() {
 }
 
 // Wait until at most N committed store groups still read their shared-memory source.
-template <int N>
+template <int KtN>
 KT_DEVICE_INLINE void tma_store_wait() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(KtN) : "memory");
 }
 
 // ---------------------------------------------------------------------------
@@ -251,18 +251,18 @@ KT_DEVICE_INLINE void cluster_sync() {
 // branch of one if/else; ptxas says so otherwise (warning C7508).
 // ---------------------------------------------------------------------------
 
-template <int REGS>
+template <int KtRegs>
 KT_DEVICE_INLINE void setmaxnreg_inc() {
-  static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0,
+  static_assert(KtRegs >= 24 && KtRegs <= 256 && KtRegs % 8 == 0,
                 "[ktune] setmaxnreg takes a multiple of 8 in [24, 256]");
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(KtRegs));
 }
 
-template <int REGS>
+template <int KtRegs>
 KT_DEVICE_INLINE void setmaxnreg_dec() {
-  static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0,
+  static_assert(KtRegs >= 24 && KtRegs <= 256 && KtRegs % 8 == 0,
                 "[ktune] setmaxnreg takes a multiple of 8 in [24, 256]");
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(KtRegs));
 }
 
 // ---------------------------------------------------------------------------

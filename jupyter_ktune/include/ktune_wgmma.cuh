@@ -58,12 +58,14 @@ KT_HD constexpr int wgmma_e4m3_k_of(int col) {
 struct VtUnit {
   int ku, dq;
 };
-template <int D, int BN>
+// (Template parameters are named so that no cell macro can collide: tunables are macros, and a
+// GEMM cell's BN is one.)
+template <int KtD, int KtBn>
 KT_HD constexpr VtUnit vt_unit(int lane, int step) {
-  static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128), "D and BN: 64 or 128");
-  if (BN == 128 && D == 128) return VtUnit{lane, lane ^ (8 * (lane & 3)) ^ step};
-  if (BN == 128) return VtUnit{lane, (lane ^ step) & 15};
-  if (D == 128) return VtUnit{(lane ^ step) & 15, lane ^ (8 * ((lane ^ step) & 3))};
+  static_assert((KtD == 64 || KtD == 128) && (KtBn == 64 || KtBn == 128), "D and BN: 64 or 128");
+  if (KtBn == 128 && KtD == 128) return VtUnit{lane, lane ^ (8 * (lane & 3)) ^ step};
+  if (KtBn == 128) return VtUnit{lane, (lane ^ step) & 15};
+  if (KtD == 128) return VtUnit{(lane ^ step) & 15, lane ^ (8 * ((lane ^ step) & 3))};
   return VtUnit{lane & 15, (lane & 15) ^ ((lane >> 4) | (step << 1))};
 }
 
@@ -85,24 +87,24 @@ KT_DEVICE_INLINE void wgmma_commit() {
 }
 
 // Wait until at most N committed wgmma groups are pending.
-template <int N>
+template <int KtN>
 KT_DEVICE_INLINE void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(KtN) : "memory");
 }
 
 // Keep the compiler from moving accesses to the accumulators (or A fragments) across an
 // asynchronous wgmma, which it sees as an ordinary asm statement: call before wgmma_fence()
 // and after wgmma_wait<>() on the registers involved.
-template <int R>
-KT_DEVICE_INLINE void wgmma_fence_operand(float (&d)[R]) {
+template <int KtR>
+KT_DEVICE_INLINE void wgmma_fence_operand(float (&d)[KtR]) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < KtR; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <int R>
-KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
+template <int KtR>
+KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[KtR]) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+  for (int i = 0; i < KtR; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 // ---------------------------------------------------------------------------
@@ -153,76 +155,76 @@ KT_DEVICE_INLINE void wgmma_fence_operand(unsigned int (&a)[R]) {
 //  imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b": A and B from shared memory; scale-d a
 // predicate (0: D = A*B, 1: D += A*B); trans-a 0 (A K-major); trans-b (0: B stored N x K,
 // K-major; 1: B stored K x N, MN-major).
-#define KT_WGMMA_SS_ASM(N, T, DREGS, A, B, S, TB)                                           \
+#define KT_WGMMA_SS_ASM(KtN, T, DREGS, A, B, S, TB)                                         \
   "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
-  " wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " {" DREGS "}, %" #A ", %" #B \
+  " wgmma.mma_async.sync.aligned.m64n" #KtN "k16.f32." T "." T " {" DREGS "}, %" #A ", %" #B \
   ", p, 1, 1, 0, %" #TB ";\n}\n"
 
 // "... d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b": A from
 // four 32-bit registers per thread (two 16-bit values each, see wgmma_a_from_acc), B from
 // shared memory.
-#define KT_WGMMA_RS_ASM(N, T, DREGS, A0, A1, A2, A3, B, S, TB)                             \
+#define KT_WGMMA_RS_ASM(KtN, T, DREGS, A0, A1, A2, A3, B, S, TB)                           \
   "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
-  " wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " {" DREGS "}, {%" #A0        \
+  " wgmma.mma_async.sync.aligned.m64n" #KtN "k16.f32." T "." T " {" DREGS "}, {%" #A0      \
   ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, %" #TB ";\n}\n"
 
 // The 8-bit forms, m64nNk32 with e4m3 inputs: no transpose immediates (PTX allows 8-bit
 // operands only K-major), so a V tile must be transposed in shared memory for P * V.
-#define KT_WGMMA_SS8_ASM(N, DREGS, A, B, S)                                                 \
+#define KT_WGMMA_SS8_ASM(KtN, DREGS, A, B, S)                                               \
   "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
-  " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" DREGS "}, %" #A ", %" #B    \
+  " wgmma.mma_async.sync.aligned.m64n" #KtN "k32.f32.e4m3.e4m3 {" DREGS "}, %" #A ", %" #B  \
   ", p, 1, 1;\n}\n"
-#define KT_WGMMA_RS8_ASM(N, DREGS, A0, A1, A2, A3, B, S)                                    \
+#define KT_WGMMA_RS8_ASM(KtN, DREGS, A0, A1, A2, A3, B, S)                                  \
   "{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                        \
-  " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" DREGS "}, {%" #A0 ", %" #A1 \
+  " wgmma.mma_async.sync.aligned.m64n" #KtN "k32.f32.e4m3.e4m3 {" DREGS "}, {%" #A0 ", %" #A1 \
   ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1;\n}\n"
 
 //: Input element types of wgmma<N, TYPE>: bfloat16, IEEE half (k16 per instruction) and
 //: float8 e4m3 (k32 per instruction, both operands K-major).
 enum WgmmaType { WG_BF16 = 0, WG_F16 = 1, WG_E4M3 = 2 };
 
-template <int N, int TYPE>
+template <int KtN, int KtType>
 struct Wgmma {
-  static_assert(N == 64 || N == 128 || N == 176 || N == 192 || N == 256,
+  static_assert(KtN == 64 || KtN == 128 || KtN == 176 || KtN == 192 || KtN == 256,
                 "[ktune] wgmma_bf16<N> / wgmma_ss / wgmma_rs: N must be 64, 128, 176, 192 or 256");
 };
 
 // One specialisation per N: the operand numbers after the N/2 accumulators differ.
-#define KT_WGMMA_DEFINE(N, DL, DA, A, B, S, TB, R0, R1, R2, R3, RB, RS, RTB)                \
-  template <int TYPE>                                                                        \
-  struct Wgmma<N, TYPE> {                                                                    \
-    template <int TRANS_B>                                                                   \
-    static KT_DEVICE_INLINE void ss(float (&d)[N / 2], unsigned long long a,                 \
+#define KT_WGMMA_DEFINE(KtN, DL, DA, A, B, S, TB, R0, R1, R2, R3, RB, RS, RTB)              \
+  template <int KtType>                                                                      \
+  struct Wgmma<KtN, KtType> {                                                                \
+    template <int KtTransB>                                                                  \
+    static KT_DEVICE_INLINE void ss(float (&d)[KtN / 2], unsigned long long a,               \
                                     unsigned long long b, int scale_d) {                     \
-      static_assert(TYPE != WG_E4M3 || TRANS_B == 0, "[ktune] 8-bit wgmma: B is K-major");  \
-      if constexpr (TYPE == WG_E4M3)                                                         \
-        asm volatile(KT_WGMMA_SS8_ASM(N, DL, A, B, S)                                        \
+      static_assert(KtType != WG_E4M3 || KtTransB == 0, "[ktune] 8-bit wgmma: B is K-major"); \
+      if constexpr (KtType == WG_E4M3)                                                       \
+        asm volatile(KT_WGMMA_SS8_ASM(KtN, DL, A, B, S)                                      \
                      : DA(d) : "l"(a), "l"(b), "r"(scale_d));                                \
-      else if constexpr (TYPE == WG_F16)                                                     \
-        asm volatile(KT_WGMMA_SS_ASM(N, "f16", DL, A, B, S, TB)                              \
-                     : DA(d) : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));                  \
+      else if constexpr (KtType == WG_F16)                                                   \
+        asm volatile(KT_WGMMA_SS_ASM(KtN, "f16", DL, A, B, S, TB)                            \
+                     : DA(d) : "l"(a), "l"(b), "r"(scale_d), "n"(KtTransB));                 \
       else                                                                                   \
-        asm volatile(KT_WGMMA_SS_ASM(N, "bf16", DL, A, B, S, TB)                             \
-                     : DA(d) : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B));                  \
+        asm volatile(KT_WGMMA_SS_ASM(KtN, "bf16", DL, A, B, S, TB)                           \
+                     : DA(d) : "l"(a), "l"(b), "r"(scale_d), "n"(KtTransB));                 \
     }                                                                                        \
-    template <int TRANS_B>                                                                   \
-    static KT_DEVICE_INLINE void rs(float (&d)[N / 2], const unsigned int (&a)[4],           \
+    template <int KtTransB>                                                                  \
+    static KT_DEVICE_INLINE void rs(float (&d)[KtN / 2], const unsigned int (&a)[4],         \
                                     unsigned long long b, int scale_d) {                     \
-      static_assert(TYPE != WG_E4M3 || TRANS_B == 0, "[ktune] 8-bit wgmma: B is K-major");  \
-      if constexpr (TYPE == WG_E4M3)                                                         \
-        asm volatile(KT_WGMMA_RS8_ASM(N, DL, R0, R1, R2, R3, RB, RS)                         \
+      static_assert(KtType != WG_E4M3 || KtTransB == 0, "[ktune] 8-bit wgmma: B is K-major"); \
+      if constexpr (KtType == WG_E4M3)                                                       \
+        asm volatile(KT_WGMMA_RS8_ASM(KtN, DL, R0, R1, R2, R3, RB, RS)                       \
                      : DA(d)                                                                 \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
-      else if constexpr (TYPE == WG_F16)                                                     \
-        asm volatile(KT_WGMMA_RS_ASM(N, "f16", DL, R0, R1, R2, R3, RB, RS, RTB)              \
+      else if constexpr (KtType == WG_F16)                                                   \
+        asm volatile(KT_WGMMA_RS_ASM(KtN, "f16", DL, R0, R1, R2, R3, RB, RS, RTB)            \
                      : DA(d)                                                                 \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d),     \
-                       "n"(TRANS_B));                                                        \
+                       "n"(KtTransB));                                                       \
       else                                                                                   \
-        asm volatile(KT_WGMMA_RS_ASM(N, "bf16", DL, R0, R1, R2, R3, RB, RS, RTB)             \
+        asm volatile(KT_WGMMA_RS_ASM(KtN, "bf16", DL, R0, R1, R2, R3, RB, RS, RTB)           \
                      : DA(d)                                                                 \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d),     \
-                       "n"(TRANS_B));                                                        \
+                       "n"(KtTransB));                                                       \
     }                                                                                        \
   };
 
@@ -240,24 +242,24 @@ KT_WGMMA_DEFINE(256, KT_WGMMA_D256, KT_WGMMA_ARGS256, 128, 129, 130, 131, 128, 1
 // both from shared memory (64 x 32 * 32 x N for WG_E4M3). Accumulator layout per thread t of the warpgroup (warp w = t / 32,
 // lane l): register 4 * j + 2 * h + e holds row 16 * w + l / 4 + 8 * h, column
 // 8 * j + 2 * (l % 4) + e.
-template <int N, int TYPE = WG_BF16, int TRANS_B = 0>
-KT_DEVICE_INLINE void wgmma_ss(float (&d)[N / 2], unsigned long long desc_a,
+template <int KtN, int KtType = WG_BF16, int KtTransB = 0>
+KT_DEVICE_INLINE void wgmma_ss(float (&d)[KtN / 2], unsigned long long desc_a,
                                unsigned long long desc_b, int scale_d) {
-  Wgmma<N, TYPE>::template ss<TRANS_B>(d, desc_a, desc_b, scale_d);
+  Wgmma<KtN, KtType>::template ss<KtTransB>(d, desc_a, desc_b, scale_d);
 }
 
 // The bf16 SS form under the name the GEMM examples use: wgmma_bf16<N, TRANS_B>.
-template <int N, int TRANS_B = 0>
-KT_DEVICE_INLINE void wgmma_bf16(float (&d)[N / 2], unsigned long long desc_a,
+template <int KtN, int KtTransB = 0>
+KT_DEVICE_INLINE void wgmma_bf16(float (&d)[KtN / 2], unsigned long long desc_a,
                                  unsigned long long desc_b, int scale_d) {
-  Wgmma<N, WG_BF16>::template ss<TRANS_B>(d, desc_a, desc_b, scale_d);
+  Wgmma<KtN, WG_BF16>::template ss<KtTransB>(d, desc_a, desc_b, scale_d);
 }
 
 // D = or += A * B with A (64 x 16) in registers: a[0..3] as wgmma_a_from_acc packs them.
-template <int N, int TYPE = WG_F16, int TRANS_B = 0>
-KT_DEVICE_INLINE void wgmma_rs(float (&d)[N / 2], const unsigned int (&a)[4],
+template <int KtN, int KtType = WG_F16, int KtTransB = 0>
+KT_DEVICE_INLINE void wgmma_rs(float (&d)[KtN / 2], const unsigned int (&a)[4],
                                unsigned long long desc_b, int scale_d) {
-  Wgmma<N, TYPE>::template rs<TRANS_B>(d, a, desc_b, scale_d);
+  Wgmma<KtN, KtType>::template rs<KtTransB>(d, a, desc_b, scale_d);
 }
 
 // ---------------------------------------------------------------------------
@@ -277,10 +279,10 @@ KT_DEVICE_INLINE unsigned int pack_f16x2(float lo, float hi) {
 // hold, in the order a0 = (row, k 0-1), a1 = (row + 8, k 0-1), a2 = (row, k 8-9),
 // a3 = (row + 8, k 8-9) of its quad's columns. So P = softmax(S) feeds P * V with no trip
 // through shared memory (FlashAttention-3's "RS" GEMM).
-template <int TYPE = WG_F16, int R>
-KT_DEVICE_INLINE void wgmma_a_from_acc(unsigned int (&a)[4], const float (&s)[R], int kb) {
+template <int KtType = WG_F16, int KtR>
+KT_DEVICE_INLINE void wgmma_a_from_acc(unsigned int (&a)[4], const float (&s)[KtR], int kb) {
   const int i = 8 * kb;
-  if constexpr (TYPE == WG_F16) {
+  if constexpr (KtType == WG_F16) {
     a[0] = pack_f16x2(s[i + 0], s[i + 1]);
     a[1] = pack_f16x2(s[i + 2], s[i + 3]);
     a[2] = pack_f16x2(s[i + 4], s[i + 5]);
@@ -310,8 +312,8 @@ KT_DEVICE_INLINE unsigned int pack_e4m3x4(float b0, float b1, float b2, float b3
 // 16h + 4q + 2a + e holds column 16h + 8a + 2q + e of the block. A product over k is the same
 // under any permutation applied to both sides, so B's rows must follow it: see
 // wgmma_e4m3_k_of (the transposed V tile is written in this order).
-template <int R>
-KT_DEVICE_INLINE void wgmma_a_from_acc_e4m3(unsigned int (&a)[4], const float (&s)[R], int kb) {
+template <int KtR>
+KT_DEVICE_INLINE void wgmma_a_from_acc_e4m3(unsigned int (&a)[4], const float (&s)[KtR], int kb) {
   const int i = 16 * kb;  // four 8-column chunks of 4 registers
   a[0] = pack_e4m3x4(s[i + 0], s[i + 1], s[i + 4], s[i + 5]);
   a[1] = pack_e4m3x4(s[i + 2], s[i + 3], s[i + 6], s[i + 7]);

@@ -156,7 +156,7 @@ class CudaBackend:
             return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
         except CompileError as exc:
             raise CompileFailure("cuda (nvcc)", exc.log,
-                                 parse_diagnostics(exc.log, first_sig.line)) from None
+                                 parse_diagnostics(exc.log, first_sig.line, defines)) from None
 
     def _check_block(self, spec: KernelSpec, threads: int | None) -> None:
         """A block over the device's threads-per-block limit never launches, with or without a
@@ -194,8 +194,8 @@ class CudaBackend:
                 fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
         except cupy.cuda.compiler.CompileException as exc:
             log = exc.get_message()
-            raise CompileFailure("cuda (NVRTC)", log,
-                                 parse_diagnostics(log, stages[0][1].line)) from None
+            raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(
+                log, stages[0][1].line, macro_defines(spec, sig, cxx))) from None
         variants = []
         for (one, one_sig, types), fn, expr in zip(typed, fns, exprs, strict=True):
             variant = CudaVariant(one, one_sig, cxx, fn, expr, self.device().limits, types)

@@ -303,13 +303,16 @@ def instantiation(spec: KernelSpec, sig: KernelSignature, cxx: Mapping[str, int]
 _SUMMARY = re.compile(r"\s*\d+ errors? detected in the compilation of .*$")
 
 
-def parse_diagnostics(log: str, kernel_line: int | None = None) -> list[Diagnostic]:
+def parse_diagnostics(log: str, kernel_line: int | None = None,
+                      macros: Mapping[str, Any] | None = None) -> list[Diagnostic]:
     """Read NVRTC/nvcc/ptxas messages (``cell(12): error: ...``) into cell-line diagnostics.
 
     Lines in the cell file keep their number; messages about other files (a header, the generated
     instantiation) are kept with ``line=None`` and the file named in the text. A ptxas message
     about an entry function (too much shared data) goes on ``kernel_line``, the kernel's
-    declaration. A header nvcc cannot open gets the ``include`` directive that finds it.
+    declaration. A header nvcc cannot open gets the ``include`` directive that finds it, and an
+    error inside a header on a line that names one of the cell's ``macros`` (the tunables passed
+    as ``-D``) says which tunable rewrote it.
     """
     out = []
     for d in compiler_diagnostics(log):
@@ -319,9 +322,35 @@ def parse_diagnostics(log: str, kernel_line: int | None = None) -> list[Diagnost
             msg = f"ptxas: {msg}"
         elif not in_cell:
             msg = f"{d.file}({d.line}): {msg}"
+            if hint := macro_collision_hint(d.file, d.line, macros or {}):
+                msg = f"{msg}. {hint}"
         if hint := header_hint(d.message):
             msg = f"{msg}. {hint}"
         line = d.line if in_cell else (kernel_line if "Entry function" in d.message else None)
         out.append(Diagnostic(line=line, severity=d.severity, message=msg,
                               column=d.column if in_cell else None))
     return out
+
+
+def macro_collision_hint(header: str, line: int | None, macros: Mapping[str, Any]) -> str:
+    """The tunable whose ``-D`` macro rewrote an identifier on ``line`` of ``header``, if any.
+
+    A tunable that is not a template parameter reaches the cell as a macro, and a macro rewrites
+    every identifier of that name in every header after it: a tunable called ``T`` turns CUDA's
+    own ``template <typename T>`` (cuda_device_runtime_api.h) into ``template <typename 64>``,
+    and the error points into a header the user never opened. Read that header line and name
+    the tunable, with the two ways out.
+    """
+    if line is None or not macros:
+        return ""
+    try:
+        text = Path(header).read_text(errors="replace").splitlines()[line - 1]
+    except (OSError, IndexError):
+        return ""
+    hit = next((name for name in macros if name != "KTUNE"
+                and re.search(rf"(?<![\w#]){re.escape(name)}\b", text)), None)
+    if hit is None:
+        return ""
+    return (f"The tunable {hit} reaches the cell as the macro -D{hit}={macros[hit]}, which "
+            f"rewrites the name {hit} on that line of {Path(header).name}: rename the tunable "
+            f"(e.g. {hit}_SIZE), or make it a template parameter of the kernel")
