@@ -74,3 +74,15 @@ def test_the_hint_stays_quiet_when_no_tunable_is_on_the_line(tmp_path: Path) -> 
 
 if NVCC is None:  # keep the module importable without nvcc (its tests skip)
     pytest.importorskip("jupyter_ktune")
+
+
+def test_nvrtc_builtin_header_errors_are_read_from_the_log() -> None:
+    """NVRTC's built-in header is not on disk: the line it echoes under the message is read."""
+    from jupyter_ktune.backends.cuda.source import parse_diagnostics
+
+    log = ("__nv_nvrtc_builtin_header.h(3731): error: expected an identifier\n"
+           "  template<typename T>\n                    ^\n\n"
+           "cell(3): error: identifier \"x\" is undefined\n  y = x;\n      ^\n")
+    header, cell = parse_diagnostics(log, None, {"T": 64, "BLOCK": 128, "KTUNE": "1"})
+    assert "The tunable T reaches the cell as the macro -DT=64" in header.message
+    assert header.line is None and cell.line == 3 and "tunable" not in cell.message

@@ -322,7 +322,8 @@ def parse_diagnostics(log: str, kernel_line: int | None = None,
             msg = f"ptxas: {msg}"
         elif not in_cell:
             msg = f"{d.file}({d.line}): {msg}"
-            if hint := macro_collision_hint(d.file, d.line, macros or {}):
+            if hint := macro_collision_hint(d.file, d.line, macros or {},
+                                            echoed_line(log, d.file, d.line)):
                 msg = f"{msg}. {hint}"
         if hint := header_hint(d.message):
             msg = f"{msg}. {hint}"
@@ -332,21 +333,33 @@ def parse_diagnostics(log: str, kernel_line: int | None = None,
     return out
 
 
-def macro_collision_hint(header: str, line: int | None, macros: Mapping[str, Any]) -> str:
+def echoed_line(log: str, file: str, line: int | None) -> str | None:
+    """The source line a compiler printed under its message about ``file(line)``, if any
+    (NVRTC's built-in headers exist only in its log)."""
+    at = log.find(f"{file}({line}):")
+    if line is None or at < 0:
+        return None
+    rest = log[at:].split("\n", 2)
+    return rest[1] if len(rest) > 1 else None
+
+
+def macro_collision_hint(header: str, line: int | None, macros: Mapping[str, Any],
+                         echoed: str | None = None) -> str:
     """The tunable whose ``-D`` macro rewrote an identifier on ``line`` of ``header``, if any.
 
     A tunable that is not a template parameter reaches the cell as a macro, and a macro rewrites
     every identifier of that name in every header after it: a tunable called ``T`` turns CUDA's
-    own ``template <typename T>`` (cuda_device_runtime_api.h) into ``template <typename 64>``,
-    and the error points into a header the user never opened. Read that header line and name
-    the tunable, with the two ways out.
+    own ``template <typename T>`` (cuda_device_runtime_api.h under nvcc, NVRTC's built-in
+    header) into ``template <typename 64>``, and the error points into a header the user never
+    opened. Read that header line (or, for a header that is not on disk, the line the compiler
+    echoed) and name the tunable, with the two ways out.
     """
     if line is None or not macros:
         return ""
-    try:
+    try:  # the header's own text: nvcc echoes the line after the macros rewrote it
         text = Path(header).read_text(errors="replace").splitlines()[line - 1]
     except (OSError, IndexError):
-        return ""
+        text = echoed or ""  # NVRTC echoes it as written
     hit = next((name for name in macros if name != "KTUNE"
                 and re.search(rf"(?<![\w#]){re.escape(name)}\b", text)), None)
     if hit is None:
