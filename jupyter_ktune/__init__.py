@@ -27,7 +27,8 @@ def panel(spec: KernelSpec):  # noqa: ANN201 - the panel type lives in the UI la
     """
     from jupyter_ktune.ui.start import panel_for
 
-    return panel_for(spec)
+    # replaces its own last panel (the cell that built it, run again), not the kernel cell's
+    return panel_for(spec, replaces=("spec", spec.name, spec.source_hash))
 
 
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature

@@ -193,9 +193,19 @@ def test_a_spec_built_in_code_gets_a_live_panel_of_its_own(worker):
     assert isinstance(first, KernelPanel) and first.result.status is Status.OK
     assert first.result.config == {"BLOCK": 2, "SWIZZLE": "none"}
     assert [v for _label, v in first.controls.widgets["BLOCK"].options] == [1, 2]
-    second = jupyter_ktune.panel(spec)
+    second = jupyter_ktune.panel(spec)  # the cell that built it, run again
     assert first.session._state.closed and not second.session._state.closed
-    second.session.close()
+    ip = InteractiveShell.instance()  # the kernel's own cell, then the variant's panel
+    ip.run_line_magic("load_ext", "jupyter_ktune")
+    ip.user_ns.update(NS)
+    cell = ip.run_cell_magic("kernel", LINE, SRC)
+    variant = jupyter_ktune.panel(spec)
+    assert second.session._state.closed  # replaced by the variant's new panel
+    assert not cell.session._state.closed  # the cell's panel of the same kernel stays live
+    cell.controls.widgets["BLOCK"].value = 2
+    assert cell.result.config == {"BLOCK": 2, "SWIZZLE": "none"}
+    for p in (cell, variant):
+        p.session.close()
     with pytest.raises(CellError, match="no tunables") as err:
         jupyter_ktune.panel(parse_cell(LINE, "def scale(x, y, n):\n    y[:] = 2 * x\n", NS))
     assert "run_kernel" in err.value.fix

@@ -3,8 +3,10 @@
 ``%%kernel`` calls this for its own cell; ``jupyter_ktune.panel(spec)`` calls it for any spec,
 e.g. a variant of a cell built in code with ``parse_cell`` (the fp8 build of an fp16 cell, a
 cell at another problem size), so that variant gets the same sliders, Autotune button and
-Bokeh views instead of a printed result. One live panel per kernel name: a new panel for a
-name closes the previous one's session, as re-running a cell does.
+Bokeh views instead of a printed result. A new panel closes the session of the panel it
+replaces: for ``%%kernel``, the last panel of that kernel name (re-running the cell); for a spec
+built in code, the last panel of the same kernel and source, so that the fp8 variant's panel
+leaves the fp16 cell's panel of the same kernel live.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from typing import Any
 
 from jupyter_ktune.spec import KernelSpec
 
-_live: dict[str, Any] = {}  # kernel name -> its live panel
+_live: dict[Any, Any] = {}  # what a new panel replaces -> its live panel
 
 
-def panel_for(spec: KernelSpec) -> Any:
-    """The live panel of ``spec``, its first result shown (it waits for that result)."""
+def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
+    """The live panel of ``spec``, its first result shown (it waits for that result).
+
+    ``replaces`` keys the panel this one supersedes (default: the kernel's name, as a cell)."""
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.backends.base import limits_for
@@ -34,7 +38,8 @@ def panel_for(spec: KernelSpec) -> Any:
     worker = get_worker()
     device = worker.device(spec.backend)
     limits = limits_for(spec, device)
-    old = _live.pop(spec.name, None)
+    key = spec.name if replaces is None else replaces
+    old = _live.pop(key, None)
     if old is not None:
         old.session.close()
     # BokehJS is not put in the notebook (1.3 MB per saved notebook): the jupyter server
@@ -43,5 +48,5 @@ def panel_for(spec: KernelSpec) -> Any:
     panel = KernelPanel(session, choose_config(spec, None, limits),
                         device_ceilings(worker, device))
     panel.result  # noqa: B018 - wait for the first result so the output shows numbers
-    _live[spec.name] = panel
+    _live[key] = panel
     return panel
