@@ -431,6 +431,17 @@ test('the fp8 build of the WGMMA attention cell gets a panel of its own, with th
   expect(await shownConfig(page, 0)).toContain('FP8=0'); // the fp16 cell's panel is untouched
   await report8.scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-panel.png` });
+  // and still live: its STAGES slider runs (here: compiles) STAGES=3 for the fp16 build.
+  // Located through cell 4's own output: JupyterLab takes cells far off screen out of the DOM.
+  const fp16 = await page.notebook.getCellOutputLocator(4);
+  expect(fp16).not.toBeNull();
+  const handle = fp16!.locator('.ktune-slider', { hasText: 'STAGES' }).locator('.noUi-handle');
+  await handle.scrollIntoViewIfNeeded();
+  await handle.click();
+  await page.keyboard.press('ArrowRight');
+  const fp16Shown = fp16!.locator('.ktune-badge code.ktune-shown').first();
+  await expect(fp16Shown).toContainText('STAGES=3', { timeout: 120000 });
+  await expect(fp16Shown).toContainText('FP8=0');
 });
 
 test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes', async ({
