@@ -95,6 +95,15 @@ async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: 
   await page.notebook.activate(file);
 }
 
+/** The select of the panel dropdown labelled ``label`` (the heatmap's x and y axes). */
+function heatmapAxis(page: Page, label: RegExp) {
+  return page
+    .locator('.widget-dropdown')
+    .filter({ has: page.locator('.widget-label', { hasText: label }) })
+    .first()
+    .locator('select');
+}
+
 /** Open examples/attention_wgmma.ipynb and run its setup and %%kernel cells (nvcc, sm_90a). */
 async function runAttentionKernelCell(page: IJupyterLabPageFixture, tmpPath: string) {
   const examples = path.resolve(__dirname, '..', '..', 'examples');
@@ -384,12 +393,7 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   await expect(report).toContainText('TMA: 6');
   await expect(report).toContainText('LDL/STL: 0/0'); // no spills
   // the heatmap starts on tunables that vary, not on HEAD_DIM and FP8 (one value each)
-  const axis = (label: RegExp) =>
-    page
-      .locator('.widget-dropdown')
-      .filter({ has: page.locator('.widget-label', { hasText: label }) })
-      .first()
-      .locator('select');
+  const axis = (label: RegExp) => heatmapAxis(page, label);
   await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N');
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await report.scrollIntoViewIfNeeded();
@@ -442,6 +446,16 @@ test('the fp8 build of the WGMMA attention cell gets a panel of its own, with th
   const fp16Shown = fp16!.locator('.ktune-badge code.ktune-shown').first();
   await expect(fp16Shown).toContainText('STAGES=3', { timeout: 120000 });
   await expect(fp16Shown).toContainText('FP8=0');
+
+  // saved, then reloaded (kernel alive): the fp8 panel comes back with its own report and config
+  await page.notebook.save();
+  await page.evaluate(() => location.reload());
+  const reloaded8 = page.locator('.jp-OutputArea-output', { hasText: 'HGMMA/QGMMA (wgmma): 16' }).first();
+  await expect(reloaded8).toBeVisible({ timeout: 60000 });
+  await expect(page.locator('.ktune-badge code.ktune-shown', { hasText: 'FP8=1' }).first()).toContainText('STAGES=3');
+  await reloaded8.scrollIntoViewIfNeeded();
+  await expect(reloaded8).toBeInViewport(); // a windowed notebook renders the cells it scrolls to
+  await page.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-after-reload.png` });
 });
 
 test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes', async ({
@@ -463,15 +477,20 @@ test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes',
   const report = nb7.locator('.jp-OutputArea-output', { hasText: 'static report for sm_90a' }).first();
   await expect(report).toBeVisible({ timeout: 120000 });
   await expect(report).toContainText('HGMMA/QGMMA (wgmma): 32');
-  const axis = (label: RegExp) =>
-    nb7
-      .locator('.widget-dropdown')
-      .filter({ has: nb7.locator('.widget-label', { hasText: label }) })
-      .first()
-      .locator('select');
+  const axis = (label: RegExp) => heatmapAxis(nb7, label);
   await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N');
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await report.scrollIntoViewIfNeeded();
   await nb7.screenshot({ path: `${SHOTS}/attention-wgmma-notebook7.png` });
+  // on through the fp8 cell (cell 11; the GPU-only cells print nothing here): its own panel
+  for (let i = 5; i < 12; i++) {
+    await nb7.keyboard.press('Shift+Enter');
+  }
+  const report8 = nb7.locator('.jp-OutputArea-output', { hasText: 'static report for sm_90a' }).nth(1);
+  await expect(report8).toBeVisible({ timeout: 180000 });
+  await expect(report8).toContainText('HGMMA/QGMMA (wgmma): 16');
+  await expect(nb7.locator('.ktune-badge code.ktune-shown', { hasText: 'FP8=1' })).toHaveCount(1);
+  await report8.scrollIntoViewIfNeeded();
+  await nb7.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-notebook7.png` });
   await nb7.close();
 });
