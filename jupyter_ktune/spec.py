@@ -231,11 +231,6 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
                             fix="Write --config BLOCK=128.")
         initial[name.strip()] = value.strip()
     space = Space(tuple(draft.params.values()), tuple(draft.constraints))
-    if initial:
-        try:
-            space.config(initial)  # validates names and values now, on line 1
-        except CellError as exc:
-            raise CellError(exc.message, line=1, fix=exc.fix) from None
     if args.reduction is not None and args.reduction < 1:
         raise CellError(f"--reduction {args.reduction} is not a reduction length", line=1,
                         fix="Give the length of the summed dimension, e.g. --reduction 4096.")
@@ -271,4 +266,10 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source)
     expand = getattr(get_backend(spec.backend), "expand", None)
-    return expand(spec, namespace) if expand is not None else spec
+    spec = expand(spec, namespace) if expand is not None else spec
+    if initial:  # after the backend's expansion: a kernel's own @triton.autotune list is a space
+        try:
+            spec.space.config(initial)  # validates names and values now, on line 1
+        except CellError as exc:
+            raise CellError(exc.message, line=1, fix=exc.fix) from None
+    return spec

@@ -154,3 +154,24 @@ def test_a_published_host_tma_gemm_compiles_with_each_configs_blocks(worker):
         assert r.static is not None and not r.diagnostics, r.reason
         smem[bm] = next(iter(r.static.kernels.values())).smem_static
     assert smem[64] > smem[32] > 0, smem
+
+
+def test_config_on_the_line_names_a_tunable_of_the_kernels_own_autotune_list():
+    """``--config BLOCK_N=2048`` on liger's ``_dyt_fwd_kernel`` (read from the installed
+    package), whose space is its own ``@triton.autotune`` list: the start config is that one.
+    It was checked before the list became the space, and refused with "Parameters: (none)"."""
+    pytest.importorskip("liger_kernel")
+    from corpus.entries import BY_ID
+
+    from jupyter_ktune.errors import CellError
+    from jupyter_ktune.spec import parse_cell
+
+    entry = BY_ID["liger-dyt"]
+    line, body, _changed = entry.cell()
+    ns = {"inputs": entry.inputs, "reference": entry.reference}
+    spec = parse_cell(line + " --config BLOCK_N=2048", body, ns)
+    assert "BLOCK_N" in spec.space.names and spec.initial == {"BLOCK_N": "2048"}
+    assert spec.space.config(spec.initial)["BLOCK_N"] == 2048
+    with pytest.raises(CellError, match="cell line 1") as err:
+        parse_cell(line + " --config BLOCK_N=3", body, ns)
+    assert "BLOCK_N" in str(err.value) and "(none)" not in str(err.value)
