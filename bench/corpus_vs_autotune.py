@@ -86,7 +86,9 @@ def ktune_side(spec: Any, store: Path) -> dict:
             "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None,
             "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
-            "phases_s": sweep_phases.breakdown(report, wall)}
+            "phases_s": sweep_phases.breakdown(report, wall),
+            "waits_s": report.info.get("waits_s"), "timeline": report.info.get("timeline"),
+            "worker_ms": sweep_phases.worker_ms(report)}
 
 
 def autotuner_of(kernel: Any) -> Any:
@@ -212,7 +214,12 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - one kernel's failure is a finding
             row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         out["kernels"][n] = row
-        print(n, json.dumps(row, default=str)[:1500], flush=True)
+        print(n, json.dumps({k: v for k, v in row.items() if k != "ktune"}, default=str)[:600])
+        k = row.get("ktune") or {}
+        print(n, json.dumps({x: y for x, y in k.items() if x != "timeline"}, default=str)[:1500])
+        if k.get("timeline") and k["configs"] <= 10:  # where a short sweep's wall went
+            print("\n".join(f"{at:8.3f} s  {kind:<12}  {label}" for at, kind, label in
+                            k["timeline"]), flush=True)
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
             (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))

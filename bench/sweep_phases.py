@@ -82,3 +82,11 @@ def breakdown(report: Any, wall_s: float) -> dict[str, float]:
 def text(phases: dict[str, float]) -> str:
     """``inputs 0.8 s · reference 0.0 s · ...``."""
     return " · ".join(f"{k} {v:.2f} s" for k, v in phases.items())
+
+
+def worker_ms(report: Any) -> float:
+    """The worker's own ms inside ``run_variant`` over the sweep's configs (its phases summed):
+    set beside the timeline's ``run`` wait (sent to back, seen from the sweep) it leaves the
+    round trips' cost: pickling, the pipe, the static report's seeding."""
+    return round(sum(v for e in report.evaluations
+                     for v in e.result.extra.get("phases_ms", {}).values()), 2)

@@ -110,6 +110,19 @@ def test_precompile_pool_and_two_workers(tmp_path):
                   options=TuneOptions(compile_workers=2, top_k=2))
     assert len(report.evaluations) == 8 and report.info["compile_workers"] == 2
     assert report.info["device_slots"] == 2
+    # the timeline: each config compiled before it was queued, run after, re-timed last
+    from jupyter_ktune.tune.timeline import config_label
+
+    seen: dict[str, list[str]] = {}
+    for _at, kind, label in report.info["timeline"]:
+        seen.setdefault(label, []).append(kind)
+    for e in report.evaluations:
+        assert seen[config_label(e.result.config)][:4] == [
+            "compile sent", "compile back", "run sent", "run back"]
+    finals = [config_label(r.config) for r in report.final]
+    assert len(finals) == 2 and all(seen[f][4:] == ["final sent", "final back"] for f in finals)
+    waits = report.info["waits_s"]
+    assert waits["compile"] > 0 and waits["run"] > 0 and waits["final"] > 0
 
 
 def test_compile_pool_is_kept_for_the_next_sweep_unless_the_cache_dir_changes(tmp_path,

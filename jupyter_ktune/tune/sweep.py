@@ -46,6 +46,7 @@ from jupyter_ktune.tune.runners import (
 )
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
+from jupyter_ktune.tune.timeline import SweepTimeline
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
@@ -127,6 +128,7 @@ class Sweep:
         self.progress: Progress | None = None
         self._compiled: list[tuple[float, dict]] = []  # (back at, phases), see pool_summary
         self.report: TuneReport | None = None
+        self.timeline = SweepTimeline()
 
     def stop(self) -> None:
         """Ask the sweep to stop after the results in flight; the report says it stopped."""
@@ -170,6 +172,7 @@ class Sweep:
             n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()
+            self.timeline = SweepTimeline(t0)
             # the first input set and its reference, in a request of their own (issue 21)
             prepared = runner.prepare(self.spec) if self.spec.options.time else {}
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
@@ -185,6 +188,7 @@ class Sweep:
                 info={"store": str(store.path), "device_slots": runner.slots,
                       "compile_workers": pool_size, "prepare_ms": prepared,
                       "pool_compiles": pool_summary(self._compiled),
+                      "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
@@ -264,12 +268,14 @@ class Sweep:
                     self._emit(evals, stored, True, total, t0, best)
                 elif pool is not None:
                     compiling[pool.submit(precompile, cloudpickle.dumps((spec, c)))] = c
+                    self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
             while ready and len(running) < runner.slots * 2:
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
                 running[runner.submit(spec, c, static, race_ms=race)] = c
+                self.timeline.mark("run sent", c)
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
             done, _ = cf.wait([*compiling, *running], timeout=0.25,
@@ -277,6 +283,7 @@ class Sweep:
             for f in done:
                 if f in compiling:
                     c = compiling.pop(f)
+                    self.timeline.mark("compile back", c)
                     static, phases = unpack_precompiled(f)
                     self._compiled.append((time.perf_counter() - t0, phases))
                     excess = static_excess(static, limits) if static is not None else None
@@ -294,6 +301,7 @@ class Sweep:
                         ready.append((c, None if isinstance(static, Exception) else static))
                 else:
                     c = running.pop(f)
+                    self.timeline.mark("run back", c)
                     result = f.result() if f.exception() is None else RunResult(
                         name=spec.name, backend=spec.backend, config=dict(c),
                         status=Status.CRASHED, reason=f"[ktune] {f.exception()}")
@@ -330,7 +338,9 @@ class Sweep:
             if stored is None or stored.retry:
                 if self.stopped:
                     break
+                self.timeline.mark("final sent", c)
                 result = runner.submit(spec, c, pin=True).result()
+                self.timeline.mark("final back", c)
                 stored = store.put(key, replace(result, config=dict(c)), stage="final")
             out.append(stored)
             self._emit(evals, stored, False, total, t0, best, stage="final",
