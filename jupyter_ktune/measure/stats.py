@@ -46,3 +46,33 @@ def relative_ci_halfwidth(samples: np.ndarray, confidence: float = 0.95) -> floa
     lo, hi = median_ci(samples, confidence)
     med = float(np.median(samples))
     return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+def bootstrap_medians(samples: np.ndarray, resamples: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` bootstrap resamples of ``samples``, drawn exactly, in O(resamples).
+
+    A resample's median depends only on one or two order statistics of its n random indices
+    into the sorted samples. Index ``floor(n*U)`` of uniform ``U`` is a uniform index and floor
+    keeps order, so the k-th smallest index is ``floor(n*U_(k))``, and ``U_(k)``, ``U_(k+1)`` come
+    from gamma spacings: ``U_(k) = G/T``, ``U_(k+1) = (G+E)/T`` with ``G ~ Gamma(k)``,
+    ``E ~ Exp(1)``, ``T = G + E + Gamma(n-k)``. The same distribution as drawing n indices and
+    taking their median (``tests/test_bootstrap_medians.py`` compares the two), without the
+    resamples x n draws and partitions: at 380 runs, 4,000 resamples took 30-70 ms that way on
+    a CPU, at the end of every sweep (the verdict's ratio CI, bench/results/corpus_vs_autotune/
+    2026-12-01-2251: 0.11-0.14 s from the last re-timing to the report).
+    """
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        raise ValueError("[ktune] bootstrap_medians needs at least one sample")
+    k = (n + 1) // 2 if n % 2 else n // 2  # 1-based rank of the (lower) middle order statistic
+    g = rng.gamma(k, size=resamples)
+    if n % 2:
+        u = g / (g + rng.gamma(n + 1 - k, size=resamples))
+        return x[np.minimum((n * u).astype(np.int64), n - 1)]
+    e = rng.exponential(size=resamples)
+    t = g + e + rng.gamma(n - k, size=resamples)
+    lo = np.minimum((n * g / t).astype(np.int64), n - 1)
+    hi = np.minimum((n * (g + e) / t).astype(np.int64), n - 1)
+    return (x[lo] + x[hi]) / 2

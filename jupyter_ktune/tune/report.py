@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.measure.stats import bootstrap_medians
 from jupyter_ktune.space import Config, Space
 from jupyter_ktune.tune.export import export as export_report
 from jupyter_ktune.tune.store import StoredResult
@@ -40,8 +41,8 @@ def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.
     if a.size == 0 or b.size == 0:
         raise ValueError("[ktune] ratio_ci needs runs of both variants")
     rng = np.random.default_rng(seed)
-    ma = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    ma = bootstrap_medians(a, resamples, rng)
+    mb = bootstrap_medians(b, resamples, rng)
     ratios = mb / ma
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
