@@ -97,6 +97,10 @@ REGISTRY: dict[str, Bench] = {
         "corpus_vs_autotune.py", "--out {out}", 400,
         "On kernels that carry their own autotune list, is a sweep >= 3x faster than "
         "triton.autotune from a cold cache (median over kernels, worker start apart)?"),
+    "launch_overhead": Bench(
+        "launch_overhead.py", "fla-chunk-cumsum --out {out}", 120,
+        "What does each call of one timed run (flush, events, the kernel) cost the host, "
+        "beside its GPU time, for a microsecond kernel?"),
     "warm_start": Bench(
         "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
         "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "

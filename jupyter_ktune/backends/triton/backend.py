@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 
-from jupyter_ktune.backends.base import DEFAULT_LIMITS, DeviceInfo, Variant
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
@@ -57,7 +58,7 @@ from jupyter_ktune.backends.triton.module import (
     patch_interpreter_dot,
 )
 from jupyter_ktune.backends.triton.profile import profile_triton
-from jupyter_ktune.backends.triton.timer import TorchTimer
+from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
@@ -80,6 +81,7 @@ class TritonBackend:
         self._arg_types: dict[tuple, tuple[dict[str, str], set[str]]] = {}
         #: Seconds of the last ahead-of-time compile's phases (read by the sweep's pool task).
         self.compile_phases: dict[str, float] = {}
+        self._timer_slot = TimerSlot()
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks (no triton import): see :func:`check_cell`."""
@@ -126,6 +128,8 @@ class TritonBackend:
                   "L2_BYTES": int(getattr(p, "L2_cache_size", 50 << 20)),
                   "MAX_THREADS_PER_BLOCK": int(getattr(p, "max_threads_per_block", 1024)),
                   "REGS_PER_SM": int(getattr(p, "regs_per_multiprocessor", 65536))}
+        if not os.environ.get(COMPILE_ONLY_ENV):  # the worker times here; a pool process never
+            self._timer_slot.start_ahead(lambda: self._make_timer(limits))
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
                           driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda})
 
@@ -266,16 +270,15 @@ class TritonBackend:
                              {**DEFAULT_LIMITS, **self.device().limits})
 
     def timer(self) -> Any:
-        """The host timer under the interpreter, torch CUDA events on a GPU."""
-        return self._timer
+        """The host timer under the interpreter, torch CUDA events on a GPU (built ahead when
+        the device opened, see :class:`TimerSlot`)."""
+        return self._timer_slot.get(lambda: self._make_timer(self.device().limits))
 
-    @cached_property
-    def _timer(self) -> Any:
+    def _make_timer(self, limits: Mapping[str, int]) -> Any:
         if self.interpret:
             return HostClock(INTERPRETER_TIMER, "no GPU: the Triton interpreter runs on the host")
-        limits = self.device().limits
         return TorchTimer(max(256 << 20, 4 * limits.get("L2_BYTES", 0)),
-                          limits.get("SM_COUNT", 132))
+                          limits.get("SM_COUNT", 132)).warmed()
 
     def is_fatal(self, exc: BaseException) -> bool:
         """Sticky CUDA errors (by message) leave the context unusable."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +70,14 @@ class TorchTimer:
         """Enqueue an empty Triton kernel (its launch path is the same as the user's)."""
         self._empty(self._sink)
 
+    def warmed(self) -> TorchTimer:
+        """Launch the flush and the empty kernel once (their JIT compiles and launcher builds),
+        wait for them, and return self."""
+        self.flush_l2()
+        self.empty_launch()
+        self.synchronize()
+        return self
+
     def kernel_clock(self) -> str | None:
         """None when CUPTI kernel records work here, else why not."""
         from jupyter_ktune.measure.cupti import cupti_status
@@ -92,3 +102,37 @@ class TorchTimer:
             e.synchronize()
             reps.append(s.elapsed_time(e) / launches)
         return float(np.median(reps))
+
+
+class TimerSlot:
+    """A worker's one timer: built on first use, or ahead in a background thread.
+
+    Building the Triton timer compiles its two kernels and, on Triton 3.6, their launchers:
+    about 0.8 s that the first timed config of a worker paid (fla's softmax as the first
+    kernel of a session: its first run's "time" phase took 0.76 s against 0.03 s for the next,
+    bench/results/corpus_vs_autotune/2026-12-01-2251). The device's opening starts the build
+    beside the pool's first compiles. ``get`` waits for a build in progress, so no launch of
+    the build can fall inside a measurement; a background build that failed is retried by
+    ``get``, which then raises the error where the first config can report it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._timer: Any = None
+
+    def get(self, build: Callable[[], Any]) -> Any:
+        """The timer, built by ``build`` if no build has succeeded yet."""
+        with self._lock:
+            if self._timer is None:
+                self._timer = build()
+            return self._timer
+
+    def start_ahead(self, build: Callable[[], Any]) -> threading.Thread:
+        """Build the timer in a daemon thread now; errors are left to the next :meth:`get`."""
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                self.get(build)
+
+        thread = threading.Thread(target=run, name="ktune-timer-ahead", daemon=True)
+        thread.start()
+        return thread
