@@ -30,6 +30,15 @@ def _nvml_handle(pci_bus_id: str | None) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(0)
 
 
+@cache
+def _max_sm_mhz(pci_bus_id: str | None) -> int:
+    """The SM clock's maximum: a property of the part, read once (each NVML query of it took
+    1.6 ms on the H200, twice per timed config, bench/results/sweep_profile/2026-12-01-2309)."""
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetMaxClockInfo(_nvml_handle(pci_bus_id), pynvml.NVML_CLOCK_SM))
+
+
 def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
     """Read the SM/memory clocks of the device with that PCI bus id; None where NVML is absent."""
     try:
@@ -38,7 +47,7 @@ def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
         h = _nvml_handle(pci_bus_id)
         return Clocks(sm_mhz=int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
                       mem_mhz=int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-                      sm_max_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)))
+                      sm_max_mhz=_max_sm_mhz(pci_bus_id))
     except Exception:  # noqa: BLE001 - NVML missing or not permitted: record nothing, say so upstream
         return None
 

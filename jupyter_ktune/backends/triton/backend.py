@@ -59,6 +59,7 @@ from jupyter_ktune.backends.triton.module import (
 )
 from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
+from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
@@ -130,6 +131,9 @@ class TritonBackend:
                   "REGS_PER_SM": int(getattr(p, "regs_per_multiprocessor", 65536))}
         if not os.environ.get(COMPILE_ONLY_ENV):  # the worker times here; a pool process never
             self._timer_slot.start_ahead(lambda: self._make_timer(limits))
+            # the on-device checks' torch kernels load on first use: 0.3 s of the first
+            # config's verification in a fresh worker (sweep_profile/2026-12-01-2309)
+            start_warming()
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
                           driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda})
 

@@ -7,6 +7,7 @@ have defaults), every tunable must be a parameter or a launch option, and a grid
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,22 +67,33 @@ def _loaded(kernel: ast.FunctionDef) -> frozenset[str]:
 
 
 def parse_kernel(spec: KernelSpec) -> TritonSignature:
-    """Find ``@triton.jit def NAME(...)`` in the cell; CellError with the line and the fix."""
-    offset = spec.body_line - 1
+    """Find ``@triton.jit def NAME(...)`` in the cell; CellError with the line and the fix.
+
+    Parsed once per source: the worker checks the cell three or four times per config (the
+    run, the compile, the static report), and each parse and walk of a published kernel's
+    module took about 6 ms on the H200's host, 0.18 s of an 8-config sweep of fla's cumsum
+    (bench/results/sweep_profile/2026-12-01-2309). Errors are not cached: each call raises.
+    """
+    return _parse_kernel(spec.source, spec.name, spec.body_line)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_kernel(source: str, name: str, body_line: int) -> TritonSignature:
+    offset = body_line - 1
     try:
-        tree = ast.parse(spec.source)
+        tree = ast.parse(source)
     except SyntaxError as exc:
         raise CellError(f"Python syntax error: {exc.msg}", line=offset + (exc.lineno or 1),
                         fix="Fix the Python syntax of the cell.") from None
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     def_lines = {f.name: offset + f.lineno for f in funcs}
-    kernel = next((f for f in funcs if f.name == spec.name), None)
+    kernel = next((f for f in funcs if f.name == name), None)
     jitted = [f.name for f in funcs if any(_is_jit(d) for d in f.decorator_list)]
     if kernel is None or not any(_is_jit(d) for d in kernel.decorator_list):
         hint = f" The cell defines: {', '.join(jitted)}." if jitted else ""
         what = "is not decorated with @triton.jit" if kernel else "is not in the cell"
-        raise CellError(f"the Triton kernel '{spec.name}' {what}", line=1,
-                        fix=f"Write @triton.jit def {spec.name}(...) or name the kernel on the "
+        raise CellError(f"the Triton kernel '{name}' {what}", line=1,
+                        fix=f"Write @triton.jit def {name}(...) or name the kernel on the "
                             f"magic line: %%kernel <name>.{hint}")
     args = kernel.args
     if args.vararg or args.kwarg or args.kwonlyargs:
