@@ -141,3 +141,32 @@ def test_a_tensor_descriptor_kernel_is_found_too(tmp_path):
     assert _child(POOL_TASK, blob, cache) == "StaticReport static no-sass"
     assert _child(LAUNCH_LOOKUP, blob, cache) == "0"
 
+
+
+SOURCE_AHEAD = textwrap.dedent("""
+    import os, sys, cloudpickle
+    from pathlib import Path
+    os.environ["KTUNE_COMPILE_ONLY"] = "1"
+    spec, config = cloudpickle.loads(sys.stdin.buffer.read())
+    from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.backends.triton.jit_warm import warm_compile
+    from jupyter_ktune.backends.triton.launcher_ahead import jit_source
+    _key, request = get_backend("triton")._aot_request(spec, config)
+    cache = Path(os.environ["TRITON_CACHE_DIR"])
+    src = jit_source(request._kernel(), request.launch, request.arch)
+    wrote = sum(1 for p in cache.rglob("*") if p.is_file())
+    compiled = warm_compile(request._kernel(), request.launch, request.arch).src
+    same = (dict(src.signature) == dict(compiled.signature)
+            and dict(src.constants) == dict(compiled.constants))
+    print(type(src).__name__, wrote, same)
+""")
+
+
+def test_the_launchers_source_is_known_before_the_compile(tmp_path):
+    """Triton 3.6 builds a launcher from the JIT's source object (signature, constants): the
+    pool builds it from the binder's source, caught before the compile, beside the compiles
+    (backends.triton.launcher_ahead). It must be the compile's own and cost no compile."""
+    spec = parse_cell(LINE, MATMUL, {"inputs": mm_inputs, "reference": mm_reference})
+    blob = cloudpickle.dumps((spec, spec.space.config({"BLOCK_M": 64, "BLOCK_N": 32,
+                                                       "num_warps": 4, "num_stages": 2})))
+    assert _child("import triton\n" + SOURCE_AHEAD, blob, tmp_path / "c") == "ASTSource 0 True"

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 #: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch,
 #: never open a GPU.
 COMPILE_ONLY_ENV = "KTUNE_COMPILE_ONLY"
+#: Set in a compile-pool process while it compiles for a sweep that builds the kernel's host
+#: launcher in a task of its own (``launcher_ahead``): the compile skips its own build.
+LAUNCHER_AHEAD_ENV = "KTUNE_LAUNCHER_AHEAD"
 
 if TYPE_CHECKING:  # annotations only: the registry must not import spec.py (it imports us)
     import numpy as np

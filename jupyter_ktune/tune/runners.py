@@ -25,7 +25,7 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
 from jupyter_ktune.results import RunResult
@@ -79,7 +79,8 @@ def precompile(blob: bytes) -> bytes:
     t0 = time.perf_counter()
     os.environ[COMPILE_ONLY_ENV] = "1"  # a pool process compiles, never launches
     os.environ[SWEEP_STATIC_ENV] = "1"  # and reports what a sweep reads (no SASS mix)
-    spec, config = cloudpickle.loads(blob)
+    spec, config, *ahead = cloudpickle.loads(blob)
+    os.environ[LAUNCHER_AHEAD_ENV] = "1" if ahead and ahead[0] else ""  # see launcher_ahead
     phases = {"unpickle": time.perf_counter() - t0}
     backend = get_backend(spec.backend)
     try:
@@ -95,6 +96,21 @@ def precompile(blob: bytes) -> bytes:
         return cloudpickle.dumps((out, phases))
     except Exception:  # noqa: BLE001
         return cloudpickle.dumps((None, phases))
+
+
+def launcher_ahead(blob: bytes) -> tuple[bool, float]:
+    """Pool task: build the kernel's host launcher for a pickled (spec, config) without
+    compiling it, beside the sweep's first compiles; (built, seconds). False where the backend
+    has nothing to build (``backends.triton.launcher_ahead``)."""
+    os.environ[COMPILE_ONLY_ENV] = "1"
+    spec, config = cloudpickle.loads(blob)
+    build = getattr(get_backend(spec.backend), "launcher_ahead", None)
+    if build is None:
+        return False, 0.0
+    try:
+        return build(spec, config)
+    except Exception:  # noqa: BLE001 - only a head start: the compiles' own path remains
+        return False, 0.0
 
 
 def preload(blob: bytes) -> float:

@@ -39,6 +39,7 @@ from jupyter_ktune.tune.runners import (
     PRECOMPILED,
     DaskRunner,
     LocalRunner,
+    launcher_ahead,
     pool_summary,
     precompile,
     preload_pool,
@@ -129,6 +130,7 @@ class Sweep:
         self._compiled: list[tuple[float, dict]] = []  # (back at, phases), see pool_summary
         self.report: TuneReport | None = None
         self.timeline = SweepTimeline()
+        self.launcher: tuple[bool, float] | None = None  # (built ahead, seconds), Triton 3.6
 
     def stop(self) -> None:
         """Ask the sweep to stop after the results in flight; the report says it stopped."""
@@ -189,6 +191,7 @@ class Sweep:
                       "compile_workers": pool_size, "prepare_ms": prepared,
                       "pool_compiles": pool_summary(self._compiled),
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
+                      "launcher_ahead": self.launcher,
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:
@@ -252,6 +255,8 @@ class Sweep:
         ready: deque[tuple[Config, Any]] = deque()
         lookahead = runner.slots * 2 + (pool._max_workers if pool is not None else 0)
         asked, starved = 0, False
+        ahead: cf.Future | None = None  # the kernel's launcher, built beside the first compiles
+        ahead_config: Config | None = None
         while not self.stopped:
             while (asked < total and not starved
                    and len(compiling) + len(ready) + len(running) < lookahead):
@@ -267,21 +272,29 @@ class Sweep:
                     strategy.tell(c, stored.median_ms if stored.ok else None)
                     self._emit(evals, stored, True, total, t0, best)
                 elif pool is not None:
-                    compiling[pool.submit(precompile, cloudpickle.dumps((spec, c)))] = c
+                    if ahead is None and spec.backend == "triton":
+                        ahead = pool.submit(launcher_ahead, cloudpickle.dumps((spec, c)))
+                        ahead_config = c
+                    compiling[pool.submit(precompile, cloudpickle.dumps(
+                        (spec, c, ahead is not None)))] = c
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
-            while ready and len(running) < runner.slots * 2:
+            while ready and len(running) < runner.slots * 2 and (ahead is None or ahead.done()):
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
                 running[runner.submit(spec, c, static, race_ms=race)] = c
                 self.timeline.mark("run sent", c)
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
-            done, _ = cf.wait([*compiling, *running], timeout=0.25,
+            waiting = [ahead] if ahead is not None and not ahead.done() else []
+            done, _ = cf.wait([*compiling, *running, *waiting], timeout=0.25,
                               return_when=cf.FIRST_COMPLETED)
             for f in done:
-                if f in compiling:
+                if f is ahead:
+                    self.timeline.mark("launcher built", ahead_config or {})
+                    self.launcher = f.result() if f.exception() is None else (False, 0.0)
+                elif f in compiling:
                     c = compiling.pop(f)
                     self.timeline.mark("compile back", c)
                     static, phases = unpack_precompiled(f)

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 #: The events a sweep marks, in the order a config meets them.
-KINDS = ("compile sent", "compile back", "run sent", "run back", "final sent", "final back")
+KINDS = ("compile sent", "compile back", "run sent", "run back", "final sent", "final back",
+         "launcher built")
 
 
 def config_label(config: Mapping[str, Any]) -> str:

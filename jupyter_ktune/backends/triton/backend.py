@@ -159,6 +159,30 @@ class TritonBackend:
         """Compile for ``spec.options.arch`` without a GPU; shared by the static report and
         ``compile`` (one compile per variant and argument types).
         """
+        key, request = self._aot_request(spec, config)
+        clock = time.perf_counter()
+        with self._aot_lock:
+            if key not in self._aot:
+                self._aot[key] = (ts.run_in_subprocess(request) if self.interpret
+                                  else request.run())
+            out = self._aot[key]
+        self.compile_phases["compile"] = time.perf_counter() - clock
+        self.compile_phases["of which launcher"] = jit_warm.LAUNCHER_SECONDS.pop("last", 0.0)
+        if isinstance(out, CompileFailure):
+            raise out
+        return out
+
+    def launcher_ahead(self, spec: KernelSpec, config: Config) -> tuple[bool, float]:
+        """Compile-pool task: build the kernel's launcher (Triton 3.6) without compiling it, so
+        the sweep's first run does not wait for a compile and a launcher build in series
+        (:mod:`.launcher_ahead`); (built, seconds)."""
+        if self.interpret:
+            return False, 0.0
+        _key, request = self._aot_request(spec, config)
+        return request.launcher_ahead()
+
+    def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
+        """The compile of ``config`` as a request a process can run: (its cache key, it)."""
         sig = check_cell(spec)
         clock = time.perf_counter()
         module = self._module(spec)
@@ -183,17 +207,7 @@ class TritonBackend:
                                 {k: as_constexpr(v) for k, v in constexprs.items()},
                                 frozenset(aligned), options, spec.options.arch, sig.def_lines,
                                 launch=_launch_placeholders(spec, sig, kernel, config, host))
-        clock = time.perf_counter()
-        with self._aot_lock:
-            if key not in self._aot:
-                self._aot[key] = (ts.run_in_subprocess(request) if self.interpret
-                                  else request.run())
-            out = self._aot[key]
-        self.compile_phases["compile"] = time.perf_counter() - clock
-        self.compile_phases["of which launcher"] = jit_warm.LAUNCHER_SECONDS.pop("last", 0.0)
-        if isinstance(out, CompileFailure):
-            raise out
-        return out
+        return key, request
 
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
                         cxx: dict[str, int]) -> tuple[dict[str, str], set[str], dict[str, Any]]:

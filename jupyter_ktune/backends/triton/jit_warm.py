@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV  # noqa: F401 - re-exported
+from jupyter_ktune.backends.base import LAUNCHER_AHEAD_ENV
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,8 @@ def warm_compile(fn: Any, launch: Mapping[str, Any], arch: str) -> Any:
             raise WarmUnavailable(f"{type(exc).__name__}: {exc}") from exc
     if kernel is None or not hasattr(kernel, "asm"):
         raise WarmUnavailable("the JIT's warm-up returned no compiled kernel")
-    if os.environ.get(COMPILE_ONLY_ENV):
-        build_launcher(kernel)
+    if os.environ.get(COMPILE_ONLY_ENV) and not os.environ.get(LAUNCHER_AHEAD_ENV):
+        build_launcher(kernel)  # unless a pool task builds it beside the compiles (.launcher_ahead)
     return kernel
 
 

@@ -111,14 +111,9 @@ class AotRequest:
     #: lands in Triton's cache under the key the worker's first launch looks up.
     launch: Mapping[str, Any] | None = None
 
-    def run(self) -> AotKernel | CompileFailure:
-        """Compile here; in a process that imported triton for its interpreter, use
-        :func:`run_in_subprocess` instead (the interpreter swaps triton.language's own jit
-        helpers such as ``tl.cdiv`` for interpreted ones, which the compiler cannot lower).
-        """
+    def _kernel(self) -> Any:
+        """The cell's kernel object, from its module (imported once per process)."""
         import importlib.util
-
-        import triton
 
         name = Path(self.module_path).stem
         module = sys.modules.get(name)
@@ -129,7 +124,24 @@ class AotRequest:
             if asks_for_target(Path(self.module_path).read_text()):  # no GPU in this child
                 install_target_driver(self.arch)
             spec.loader.exec_module(module)  # type: ignore[union-attr]
-        fn = getattr(module, self.kernel)
+        return getattr(module, self.kernel)
+
+    def launcher_ahead(self) -> tuple[bool, float]:
+        """Build this kernel's host launcher without compiling it (:mod:`.launcher_ahead`)."""
+        from jupyter_ktune.backends.triton.launcher_ahead import build_ahead
+
+        if self.launch is None:
+            return False, 0.0
+        return build_ahead(self._kernel(), self.launch, self.arch)
+
+    def run(self) -> AotKernel | CompileFailure:
+        """Compile here; in a process that imported triton for its interpreter, use
+        :func:`run_in_subprocess` instead (the interpreter swaps triton.language's own jit
+        helpers such as ``tl.cdiv`` for interpreted ones, which the compiler cannot lower).
+        """
+        import triton
+
+        fn = self._kernel()
         try:
             if self.launch is None:
                 raise WarmUnavailable("no launch arguments")
