@@ -88,7 +88,9 @@ def ktune_side(spec: Any, store: Path) -> dict:
             "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
             "phases_s": sweep_phases.breakdown(report, wall),
             "waits_s": report.info.get("waits_s"), "timeline": report.info.get("timeline"),
-            "worker_ms": sweep_phases.worker_ms(report)}
+            "worker_ms": sweep_phases.worker_ms(report),
+            "sweep_ms": {json.dumps(dict(sorted(e.result.config.items()))): e.result.median_ms
+                         for e in report.evaluations if e.result.ok}}
 
 
 def autotuner_of(kernel: Any) -> Any:
@@ -208,6 +210,9 @@ def main() -> int:
             row["autotune"] = autotune_side(spec, kernel, a.size)
             os.environ["TRITON_CACHE_DIR"] = ours
             row["autotune_winner_by_ktune_ms"] = same_method(spec, row["autotune"]["winner"])
+            # the same config's median in ktune's sweep: a second reading, same protocol
+            row["autotune_winner_in_sweep_ms"] = row["ktune"]["sweep_ms"].get(json.dumps(dict(
+                sorted(row["autotune"]["winner"].items()))))
             row["ratio"] = row["autotune"]["wall_s"] / row["ktune"]["wall_s"]
             row["ratio_counting_preload"] = row["autotune"]["wall_s"] / (
                 row["ktune"]["wall_s"] + row["pool_preload_s"])
@@ -216,7 +221,8 @@ def main() -> int:
         out["kernels"][n] = row
         print(n, json.dumps({k: v for k, v in row.items() if k != "ktune"}, default=str)[:600])
         k = row.get("ktune") or {}
-        print(n, json.dumps({x: y for x, y in k.items() if x != "timeline"}, default=str)[:1500])
+        print(n, json.dumps({x: y for x, y in k.items() if x not in ("timeline", "sweep_ms")},
+                            default=str)[:1500])
         if k.get("timeline") and k["configs"] <= 10:  # where a short sweep's wall went
             print("\n".join(f"{at:8.3f} s  {kind:<12}  {label}" for at, kind, label in
                             k["timeline"]), flush=True)
@@ -228,7 +234,8 @@ def main() -> int:
     with_preload = [r["ratio_counting_preload"] for r in out["kernels"].values() if "ratio" in r]
     out["median_ratio_counting_preload"] = statistics.median(with_preload) if ratios else None
     print(f"\n{'kernel':22} {'configs':>7} {'ktune s':>8} {'first s':>8} {'autotune s':>10} "
-          f"{'ratio':>6} {'+preload':>8}  winner ms ktune / autotune's by ktune")
+          f"{'ratio':>6} {'+preload':>8}  winners us: ktune's / autotune's by ktune "
+          "(autotune's in ktune's sweep)")
     for n, r in out["kernels"].items():
         if "ratio" not in r:
             print(f"{n:22} {r.get('error', '')[:90]}")
@@ -236,7 +243,8 @@ def main() -> int:
         k, t = r["ktune"], r["autotune"]
         print(f"{n:22} {k['configs']:>7} {k['wall_s']:8.2f} {k['first_result_s'] or 0:8.2f} "
               f"{t['wall_s']:10.2f} {r['ratio']:6.2f} {r['ratio_counting_preload']:8.2f}  {(k['winner_ms'] or float('nan')) * 1e3:.2f} / "
-              f"{(r['autotune_winner_by_ktune_ms'] or float('nan')) * 1e3:.2f} us")
+              f"{(r['autotune_winner_by_ktune_ms'] or float('nan')) * 1e3:.2f} us "
+              f"({(r.get('autotune_winner_in_sweep_ms') or float('nan')) * 1e3:.2f})")
     print(f"median autotune wall / ktune wall over {len(ratios)} kernels: "
           f"{out['median_ratio']} (goal >= 3), {out['median_ratio_counting_preload']} counting "
           f"the pool's preload of each cell's imports; worker start {out['worker_start_s']:.1f} s and "
