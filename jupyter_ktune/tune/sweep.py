@@ -167,7 +167,8 @@ class Sweep:
             limits = limits_for(self.spec, device)
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
-            started = self._warm_start(store, key, strategy)
+            started = warm.start_from_earlier(store, self.spec.name, key, strategy,
+                                              self.options.warm_start)
             if started is None and pool is not None and self.strategy_name == "exhaustive" \
                     and getattr(strategy, "_listed", None) is not None:
                 strategy.first = compile_first(self.spec.backend, strategy.valid) or []
@@ -198,20 +199,6 @@ class Sweep:
             runner.close()
             if own_store:
                 store.close()
-
-    def _warm_start(self, store: Store, key: StoreKey, strategy: Any) -> warm.WarmStart | None:
-        """Put the previous version's best configs first in ``strategy``'s order, if any."""
-        k = self.options.warm_start
-        if k < 1:
-            return None
-        for earlier in store.earlier_versions(self.spec.name, key.space, key.device,
-                                              exclude=key.source_hash):
-            top = store.top(earlier, k)
-            if top:
-                strategy.first = [r.config for r in top]
-                return warm.WarmStart(earlier.source_hash, tuple(r.config for r in top),
-                                      tuple(r.median_ms for r in top))  # type: ignore[misc]
-        return None
 
     def _pool_size(self, runner: Any) -> int:
         if self.client is not None:

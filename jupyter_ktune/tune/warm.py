@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jupyter_ktune.space import Config, Space
 
@@ -93,3 +94,18 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     va = sum((x - ma) ** 2 for x in ra) ** 0.5
     vb = sum((y - mb) ** 2 for y in rb) ** 0.5
     return cov / (va * vb) if va and vb else None
+
+
+def start_from_earlier(store: Any, name: str, key: Any, strategy: Any, k: int) -> WarmStart | None:
+    """Put the best ``k`` configs of this kernel's latest earlier version (same name and space
+    in ``store``, another source hash) first in ``strategy``'s order; None when there is none
+    or ``k`` < 1."""
+    if k < 1:
+        return None
+    for earlier in store.earlier_versions(name, key.space, key.device, exclude=key.source_hash):
+        top = store.top(earlier, k)
+        if top:
+            strategy.first = [r.config for r in top]
+            return WarmStart(earlier.source_hash, tuple(r.config for r in top),
+                             tuple(r.median_ms for r in top))  # type: ignore[misc]
+    return None
