@@ -211,3 +211,49 @@ def test_a_config_whose_static_shared_memory_exceeds_the_device_is_never_launche
     assert static_excess(regs, {"REGS_PER_SM": 65536}) == \
         "static: 255 registers x 512 threads = 130,560 > 65,536 registers per SM"
     assert static_excess(regs, {"REGS_PER_SM": 65536 * 2}) is None
+
+
+def stuck_launcher_build(blob):
+    """A pool task standing for a launcher build that hangs (gcc stuck, a full disk)."""
+    time.sleep(40)
+    return False, 40.0
+
+
+COPY = """# ktune: BLOCK in [32, 64]; grid = (triton.cdiv(n, BLOCK),)
+import triton
+import triton.language as tl
+
+@triton.jit
+def copy(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def test_a_stuck_launcher_build_holds_the_first_run_only_until_its_wait_runs_out(tmp_path,
+                                                                                  monkeypatch):
+    from jupyter_ktune.tune import sweep
+
+    def io():
+        x = np.random.rand(100).astype(np.float32)
+        return dict(x=x, y=np.empty_like(x), n=100)
+
+    monkeypatch.setattr(sweep, "launcher_ahead", stuck_launcher_build)
+    monkeypatch.setattr(sweep, "LAUNCHER_WAIT_S", 2.0)
+    spec = parse_cell("copy --backend triton --inputs io --reference ref --out y --budget-ms 2",
+                      COPY, {"io": io, "ref": lambda x, y, n: x})
+    try:
+        report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", top_k=0,
+                      compile_workers=3)
+    finally:  # the stuck task's process: not left sleeping for the next tests
+        from jupyter_ktune.tune import pool as pools
+
+        for p in list(pools._pools.values()):
+            for proc in list(getattr(p, "_processes", {}).values()):
+                proc.terminate()
+        pools.close_pools()
+    assert [e.result.status.value for e in report.evaluations] == ["ok", "ok"]
+    first_run = min(at for at, kind, _ in report.info["timeline"] if kind == "run sent")
+    # held for the wait (2 s of sweep time), not for the stuck task (40 s)
+    assert 2.0 <= first_run < 30.0, report.info["timeline"]
+    assert report.info["launcher_ahead"] is None  # and says the launcher was not built ahead

@@ -51,6 +51,11 @@ from jupyter_ktune.tune.timeline import SweepTimeline
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
+#: How long a sweep's first run waits for the launcher built beside the compiles (seconds);
+#: past it (a stuck build), the worker builds its own at its first launch, as before.
+LAUNCHER_WAIT_S = 20.0
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """Less common sweep settings (STYLE habit 10: an options object, not 20 parameters).
@@ -267,14 +272,16 @@ class Sweep:
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
-            while ready and len(running) < runner.slots * 2 and (ahead is None or ahead.done()):
+            held = ahead is not None and not ahead.done() and \
+                time.perf_counter() - t0 < LAUNCHER_WAIT_S
+            while ready and len(running) < runner.slots * 2 and not held:
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
                 running[runner.submit(spec, c, static, race_ms=race)] = c
                 self.timeline.mark("run sent", c)
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
-            waiting = [ahead] if ahead is not None and not ahead.done() else []
+            waiting = [ahead] if held else []
             done, _ = cf.wait([*compiling, *running, *waiting], timeout=0.25,
                               return_when=cf.FIRST_COMPLETED)
             for f in done:
