@@ -51,9 +51,7 @@ from jupyter_ktune.tune.timeline import SweepTimeline
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
 
 
-#: How long a sweep's first run waits for the launcher built beside the compiles (seconds);
-#: past it (a stuck build), the worker builds its own at its first launch, as before.
-LAUNCHER_WAIT_S = 20.0
+LAUNCHER_WAIT_S = 20.0  #: s the first run waits for the launcher task (a stuck one: the worker's)
 
 
 @dataclass(frozen=True)
@@ -272,8 +270,8 @@ class Sweep:
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
-            held = ahead is not None and not ahead.done() and \
-                time.perf_counter() - t0 < LAUNCHER_WAIT_S
+            held = (ahead is not None and not ahead.done()
+                    and time.perf_counter() - t0 < LAUNCHER_WAIT_S)
             while ready and len(running) < runner.slots * 2 and not held:
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
@@ -400,9 +398,3 @@ def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = Non
             one, strategy, budget, store, workers, client, on_result,
             replace(opts, shape=shape)).run(), spec, shapes)
     return Sweep(spec, strategy, budget, store, workers, client, on_result, opts).run()
-
-
-def replay_store(store: Store, key: StoreKey) -> Mapping[Config, float | None]:
-    """Return the stored sweep medians under ``key`` (failures as None), for strategy replays."""
-    return {r.config: (r.median_ms if r.ok else None) for r in store.results(key)}
-
