@@ -224,8 +224,9 @@ def main() -> int:
         print(n, json.dumps({x: y for x, y in k.items() if x not in ("timeline", "sweep_ms")},
                             default=str)[:1500])
         if k.get("timeline") and k["configs"] <= 10:  # where a short sweep's wall went
-            print("\n".join(f"{at:8.3f} s  {kind:<12}  {label}" for at, kind, label in
-                            k["timeline"]), flush=True)
+            from jupyter_ktune.tune.timeline import timeline_text
+
+            print(timeline_text(k["timeline"], limit=200), flush=True)
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
             (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))

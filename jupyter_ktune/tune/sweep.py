@@ -25,6 +25,7 @@ from typing import Any
 
 import cloudpickle
 
+from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.results import RunResult, Status
@@ -153,8 +154,6 @@ class Sweep:
         store, own_store = _open_store(self.store_arg)
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
-            from jupyter_ktune.backends import get_backend
-
             get_backend(self.spec.backend).check(self.spec)
             pool_size = self._pool_size(runner)
             # the pool's processes import their compiler while the device worker starts; the
@@ -246,6 +245,7 @@ class Sweep:
         lookahead = runner.slots * 2 + (pool._max_workers if pool is not None else 0)
         asked, starved = 0, False
         ahead: cf.Future | None = None  # the kernel's launcher, built beside the first compiles
+        builds_launcher = hasattr(get_backend(spec.backend), "launcher_ahead")
         ahead_config: Config | None = None
         while not self.stopped:
             while (asked < total and not starved
@@ -262,7 +262,7 @@ class Sweep:
                     strategy.tell(c, stored.median_ms if stored.ok else None)
                     self._emit(evals, stored, True, total, t0, best)
                 elif pool is not None:
-                    if ahead is None and spec.backend == "triton":
+                    if ahead is None and builds_launcher:
                         ahead = pool.submit(launcher_ahead, cloudpickle.dumps((spec, c)))
                         ahead_config = c
                     compiling[pool.submit(precompile, cloudpickle.dumps(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The events a sweep marks, in the order a config meets them.
@@ -66,9 +66,14 @@ class SweepTimeline:
         return {k: round(v, 4) for k, v in out.items()}
 
     def text(self, limit: int = 40) -> str:
-        """The first ``limit`` marks as lines ``  0.341 s  compile back  3,1``."""
-        rows = self.rows()
-        lines = [f"{at:8.3f} s  {kind:<12}  {label}" for at, kind, label in rows[:limit]]
-        if len(rows) > limit:
-            lines.append(f"... {len(rows) - limit} more")
-        return "\n".join(lines)
+        """The first ``limit`` marks as lines (:func:`timeline_text`)."""
+        return timeline_text(self.rows(), limit)
+
+
+def timeline_text(rows: Sequence[Sequence[Any]], limit: int = 40) -> str:
+    """Timeline rows (``report.info["timeline"]``, also after a JSON round trip) as lines
+    ``  0.341 s  compile back  3,1``, the first ``limit`` of them."""
+    lines = [f"{at:8.3f} s  {kind:<14}  {label}" for at, kind, label in rows[:limit]]
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more")
+    return "\n".join(lines)
