@@ -171,3 +171,37 @@ def test_host_time_is_described_without_device_vocabulary():
                          TimingPlan(budget_ms=30))
     assert timing.method.startswith("Triton interpreter, host time: the host clock around each")
     assert "event" not in timing.method and "L2 flushed" not in timing.method
+
+
+def test_a_warm_clock_shortens_the_warm_up_and_the_method_says_so():
+    """Issue 21: 25 ms of flushed warm-up runs per config was most of a microsecond kernel's
+    timing in a sweep. A clock read at its maximum just before needs no ramp: about 1 ms."""
+    cold, warm = FakeTimer(kernel_ms=0.01), FakeTimer(kernel_ms=0.01)
+    t_cold = time_kernel(cold.launch, cold, TimingPlan(budget_ms=200))
+    t_warm = time_kernel(warm.launch, warm, TimingPlan(budget_ms=200, clock_ready=True))
+    assert t_cold.warmup_runs == 1000  # 25 ms / 10 us, capped
+    assert t_warm.warmup_runs == 100 and "read at its maximum" in t_warm.method
+    assert "read at its maximum" not in t_cold.method
+    slow = FakeTimer(kernel_ms=5.0)  # at least 3 runs whatever the kernel's length
+    assert time_kernel(slow.launch, slow, TimingPlan(budget_ms=50, clock_ready=True)
+                       ).warmup_runs == 3
+
+
+def test_the_stages_account_for_the_measurement():
+    t = FakeTimer(kernel_ms=0.002, graph=0.001)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=5))
+    assert list(timing.stages_ms) == ["estimate", "warm-up", "runs", "floor", "graph",
+                                      "host launch"]
+    assert all(v >= 0 for v in timing.stages_ms.values())
+
+
+def test_the_clock_counts_as_up_only_near_its_maximum():
+    from jupyter_ktune.measure.clocks import Clocks, clock_is_up
+    from jupyter_ktune.runner.execute import split_phase
+
+    assert clock_is_up(Clocks(sm_mhz=1980, mem_mhz=3201, sm_max_mhz=1980))
+    assert clock_is_up(Clocks(sm_mhz=1785, mem_mhz=3201, sm_max_mhz=1980))
+    assert not clock_is_up(Clocks(sm_mhz=345, mem_mhz=3201, sm_max_mhz=1980))
+    assert not clock_is_up(None) and not clock_is_up(Clocks(1500, 3201, 0))
+    parts = split_phase(10.0, {"warm-up": 4.0, "runs": 5.0})
+    assert parts == {"time: warm-up": 4.0, "time: runs": 5.0, "time: other": 1.0}

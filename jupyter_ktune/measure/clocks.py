@@ -52,6 +52,17 @@ def read_clocks(pci_bus_id: str | None = None) -> Clocks | None:
         return None
 
 
+#: A reading within this share of the maximum counts as "the clock is up" (boost bins wobble a
+#: few MHz below it under load; a ramping or idle clock reads 345-1200 MHz on the H200).
+CLOCK_UP_SHARE = 0.9
+
+
+def clock_is_up(clocks: Clocks | None) -> bool:
+    """Whether a reading shows the SM clock at (about) its maximum, so timing needs no ramp-up
+    warm-up; False when nothing was read (no NVML: warm up in full, as always)."""
+    return bool(clocks and clocks.sm_max_mhz and clocks.sm_mhz >= CLOCK_UP_SHARE * clocks.sm_max_mhz)
+
+
 def driver_version() -> str | None:
     """Return the NVIDIA driver version string, or None without NVML."""
     try:

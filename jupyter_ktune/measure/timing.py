@@ -4,7 +4,10 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
 
 1. One untimed launch (module load, JIT), then a synchronize.
 2. An estimate from a few flushed runs, then warm-up runs worth ``warmup_ms`` of GPU time, so the
-   SM clock has ramped up (345 -> 1980 MHz on the H200) before anything counts.
+   SM clock has ramped up (345 -> 1980 MHz on the H200) before anything counts. When the clock
+   was read at its maximum just before (``clock_ready``: the previous config of a sweep kept
+   it up), the warm-up is ``ready_warmup_ms``: 25 ms of flushed runs per config was most of a
+   microsecond kernel's timing in a sweep (issue 21).
 3. Timed runs in batches. Before each run the L2 is flushed by writing a buffer several times
    its size (unless warm-cache numbers were asked for); device events bracket the kernel alone.
    There is no host synchronize between runs: the flush keeps the GPU busy, so the launch latency
@@ -136,10 +139,35 @@ class TimingPlan:
     subtract_floor: bool = True
     race_ms: float | None = None  # the incumbent's median in a sweep: stop when clearly slower
     race_margin: float = 0.05
+    clock_ready: bool = False  # the SM clock read at its maximum just before: a short warm-up
+    ready_warmup_ms: float = 1.0
 
     def __post_init__(self) -> None:
         if self.budget_ms <= 0 or self.min_runs < 1 or self.max_runs < self.min_runs:
             raise ValueError("[ktune] TimingPlan needs budget_ms > 0 and 1 <= min_runs <= max_runs")
+
+
+def warmup_runs(plan: TimingPlan, per_run_ms: float) -> int:
+    """How many warm-up runs: ``warmup_ms`` of device time (``ready_warmup_ms`` when the clock is
+    already up), at least 3 (the first flushed runs after a new module still pay its first
+    touches), at most 1000."""
+    want = plan.ready_warmup_ms if plan.clock_ready else plan.warmup_ms
+    want = min(want, plan.warmup_ms, plan.budget_ms)
+    return int(min(max(math.ceil(want / max(per_run_ms, 1e-4)), 3), 1000))
+
+
+class Stages:
+    """Host milliseconds per stage of one measurement (``Timing.stages_ms``): where a timing's
+    wall time went, for the sweep's per-phase breakdown."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def tick(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = self.ms.get(name, 0.0) + (now - self._t) * 1e3
+        self._t = now
 
 
 def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list:
@@ -270,14 +298,17 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     plan = plan or TimingPlan()
     flush = not plan.warm_cache
     _spent.clear()
+    stages = Stages()
     launch()
     timer.synchronize()
     estimate = float(np.median(timed_runs(launch, timer, 5, flush)[0]))
     # Each run also pays for its flush (about 65 us for 256 MiB on the H200): count it, or a
     # 20 us kernel would spend 4x its budget on flushes.
     per_run = max(estimate, 1e-4) + (_flush_ms(timer) if flush else 0.0)
-    warmup = int(min(max(math.ceil(min(plan.warmup_ms, plan.budget_ms) / per_run), 1), 1000))
+    stages.tick("estimate")
+    warmup = warmup_runs(plan, per_run)
     timed_runs(launch, timer, warmup, flush)
+    stages.tick("warm-up")
     no_cupti = timer.kernel_clock() if plan.kernel_clock else "not requested"
     use_cupti = no_cupti is None
 
@@ -310,6 +341,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 relative_ci_halfwidth(arr) <= plan.rel_precision
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
             break
+    stages.tick("runs")
 
     floor_ms = float(np.median(timed_runs(timer.empty_launch, timer, 51, flush)[0]))
     # The floor holds the empty kernel's own run too, which the user's kernel also has: add
@@ -319,9 +351,11 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     if not use_cupti and plan.subtract_floor:
         times = [max(t - overhead_ms, 0.0) for t in events]
     median = float(np.median(times))
+    stages.tick("floor")
     graph_ms = None
     if median < plan.graph_below_ms:
         graph_ms = timer.graph_ms(launch, plan.graph_launches)
+        stages.tick("graph")
     if not timer.l2_flush_bytes:
         flush_txt = "no L2 flush (no device cache here)"
     elif not flush:
@@ -344,12 +378,16 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                    if empty_ms else "")
             clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
                       f"{floor_ms * 1e3:.2f} us, median of 51 runs of the same protocol{own})")
-    method = f"{clock}, {flush_txt}, {warmup} warm-up runs, median of {len(times)}{raced}"
+    ready = " (the SM clock read at its maximum before them)" if plan.clock_ready else ""
+    method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "
+              f"{len(times)}{raced}")
+    host_us = _host_launch_us(launch, timer)
+    stages.tick("host launch")
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
                   event_times_ms=(np.asarray(events, dtype=np.float64)
                                   if use_cupti or plan.subtract_floor else None),
                   warm_cache=not flush, l2_flush_bytes=timer.l2_flush_bytes if flush else 0,
                   warmup_runs=warmup, graph_ms=graph_ms,
                   graph_launches=plan.graph_launches if graph_ms is not None else 0,
-                  host_launch_us=_host_launch_us(launch, timer),
-                  event_floor_ms=floor_ms, device_ms_total=float(sum(_spent)))
+                  host_launch_us=host_us, event_floor_ms=floor_ms,
+                  device_ms_total=float(sum(_spent)), stages_ms=dict(stages.ms))

@@ -22,7 +22,7 @@ from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import Backend, DeviceInfo, limits_for
 from jupyter_ktune.backends.uploads import Uploads, for_input_set
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
-from jupyter_ktune.measure.clocks import read_clocks
+from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
 from jupyter_ktune.measure.integrity import changed_inputs
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
@@ -231,7 +231,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if spec.options.time:
             clk0 = read_clocks()
             plan = TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
-                              max_runs=spec.options.max_runs,
+                              max_runs=spec.options.max_runs, clock_ready=clock_is_up(clk0),
                               race_ms=_races.pop((spec.source_hash, config), None))
             timer = backend.timer()
             phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
@@ -249,6 +249,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             measurement = Measurement(timing, prov, flops=_work(spec, host_args, cxx, "flops"),
                                       bytes=_work(spec, host_args, cxx, "bytes"))
         tick("time")
+        if measurement is not None and measurement.timing.stages_ms:  # "time", stage by stage
+            phases_ms.update(split_phase(phases_ms.pop("time"), measurement.timing.stages_ms))
         status = Status.OK if verification is None or verification.passed else Status.WRONG
         reason = verification.summary() if verification else ""
         if reused:
@@ -298,6 +300,14 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     except CannotRun as exc:
         return dataclasses.replace(result, reason=str(exc))
     return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
+
+
+def split_phase(total_ms: float, stages_ms: dict[str, float]) -> dict[str, float]:
+    """The worker's "time" phase as the timing protocol's stages (``time: warm-up`` ...), the
+    rest (clock reads, the provenance) as ``time: other``; they sum to ``total_ms``."""
+    out = {f"time: {k}": v for k, v in stages_ms.items()}
+    out["time: other"] = max(total_ms - sum(stages_ms.values()), 0.0)
+    return out
 
 
 def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -> None:

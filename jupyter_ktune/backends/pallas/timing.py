@@ -19,7 +19,6 @@ when a timer has it:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.measure.stats import relative_ci_halfwidth
-from jupyter_ktune.measure.timing import HostClock, TimingPlan, time_kernel
+from jupyter_ktune.measure.timing import HostClock, TimingPlan, time_kernel, warmup_runs
 from jupyter_ktune.results import Timing
 
 
@@ -108,7 +107,7 @@ class CuptiTimer:
         names = sorted({n for n, _ in own})
         estimate = max(sum(ms for _, ms in own), 1e-4)
         fn, fargs = (self._flushed(bound.traceable), (self._buf, *args)) if flush else (call, args)
-        warmup = int(min(max(math.ceil(plan.warmup_ms / estimate), 1), 1000))
+        warmup = warmup_runs(plan, estimate)
         jax.block_until_ready([fn(*fargs) for _ in range(warmup)])
         times: list[float] = []
         batch = int(min(max(plan.budget_ms / estimate / 8, plan.min_runs), 250))
