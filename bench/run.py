@@ -101,6 +101,10 @@ REGISTRY: dict[str, Bench] = {
         "launch_overhead.py", "fla-chunk-cumsum --out {out}", 120,
         "What does each call of one timed run (flush, events, the kernel) cost the host, "
         "beside its GPU time, for a microsecond kernel?"),
+    "warmup_rule": Bench(
+        "warmup_rule.py", "--out {out}", 150,
+        "When the SM clock already reads at its maximum, does a 1 ms warm-up give the same "
+        "median as the full 25 ms?"),
     "warm_start": Bench(
         "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
         "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "

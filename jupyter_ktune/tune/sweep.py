@@ -12,7 +12,6 @@ re-timed with a larger budget on one device and compared with a bootstrap confid
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import os
 import threading
 import time
@@ -36,6 +35,7 @@ from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.compile_order import compile_first
 from jupyter_ktune.tune.pool import shared_pool
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
+from jupyter_ktune.tune.retime import retime_top, with_phases
 from jupyter_ktune.tune.runners import (
     PRECOMPILED,
     DaskRunner,
@@ -181,7 +181,7 @@ class Sweep:
             # the first input set and its reference, in a request of their own (issue 21)
             prepared = runner.prepare(self.spec) if self.spec.options.time else {}
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
-            final = self._final(strategy, runner, store, key, total, t0, evals)
+            final = retime_top(self, strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
             moved = started.moved({e.result.config: e.result.median_ms if e.result.ok else None
                                    for e in evals}) if started is not None else None
@@ -319,38 +319,9 @@ class Sweep:
     def _record(self, strategy: Any, store: Store, key: StoreKey, result: RunResult,
                 evals: list[Evaluation], total: int, t0: float,
                 best: list[StoredResult | None]) -> None:
-        stored = store.put(key, result)
-        if result.phases_ms:  # where the worker's time went, for progress readers (not stored)
-            stored = dataclasses.replace(stored, extra={**stored.extra,
-                                                        "phases_ms": dict(result.phases_ms)})
+        stored = with_phases(store.put(key, result), result)
         strategy.tell(stored.config, stored.median_ms if stored.ok else None)
         self._emit(evals, stored, False, total, t0, best)
-
-    def _final(self, strategy: Any, runner: Any, store: Store, key: StoreKey, total: int,
-               t0: float, evals: list[Evaluation]) -> list[StoredResult]:
-        k = self.options.top_k
-        if self.stopped or k < 1:
-            return []
-        top = search.top_k(strategy.told, k)
-        opts = self.spec.options
-        factor = self.options.final_budget_factor
-        spec = self.spec.with_options(budget_ms=opts.budget_ms * factor,
-                                      max_runs=int(opts.max_runs * factor))
-        out: list[StoredResult] = []
-        best: list[StoredResult | None] = [None]
-        for c, _ms in top:
-            stored = None if self.options.retime else store.get(key, c, stage="final")
-            if stored is None or stored.retry:
-                if self.stopped:
-                    break
-                self.timeline.mark("final sent", c)
-                result = runner.submit(spec, c, pin=True).result()
-                self.timeline.mark("final back", c)
-                stored = store.put(key, replace(result, config=dict(c)), stage="final")
-            out.append(stored)
-            self._emit(evals, stored, False, total, t0, best, stage="final",
-                       retimed=(len(out), len(top)))
-        return out
 
 
 def tune(spec: KernelSpec, strategy: str | None = None, budget: int | None = None,

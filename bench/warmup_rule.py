@@ -1,0 +1,100 @@
+"""Does a short warm-up give the same median when the SM clock already reads at its maximum?
+
+The timing protocol warms up for 25 ms of flushed runs so the SM clock has ramped before any run
+counts. In a sweep the previous config has just kept the GPU busy, and for a microsecond kernel
+those 25 ms were most of its timing (issue 21). The protocol now reads the clock (NVML) first
+and, when it is within 10 % of its maximum, warms up for 1 ms instead (``clock_ready``).
+
+This checks the rule on the H200. For each kernel (a microsecond softmax from fla, a bf16 matmul
+at 4096^3), in rounds: time another kernel as the previous config would, read the clock, then
+time the kernel twice, once with the warm-up the rule picks and once with the full 25 ms, the
+order alternating per round. It prints the two medians per round and their ratio, how often the
+clock read "up", and the host ms each timing took. It also reads the clock after idle gaps
+(0-2000 ms after work), to show when the rule falls back to the full warm-up.
+
+    python3 bench/warmup_rule.py --out $OUT     # H200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+
+
+def bound_kernel(name: str) -> tuple:
+    """(launch, timer) of the first config of a corpus kernel, or of the bench matmul."""
+    from corpus_vs_autotune import build
+
+    from jupyter_ktune.backends import get_backend
+
+    spec, _ = build(name, 4096)
+    config = next(iter(spec.space.configs()))
+    backend = get_backend("triton")
+    backend.device()
+    bound = backend.compile(spec, config).bind(spec.inputs())
+    return bound.launch, backend.timer()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
+    from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+
+    kernels = {"fla-softmax": bound_kernel("fla-softmax"), "matmul": bound_kernel("matmul")}
+    out: dict = {"rounds": a.rounds, "kernels": {}, "idle": []}
+    for name, (launch, timer) in kernels.items():
+        other = next(v for k, v in kernels.items() if k != name)
+        rows = []
+        for i in range(a.rounds):
+            time_kernel(other[0], other[1], TimingPlan(budget_ms=10))  # the previous config
+            clk = read_clocks()
+            ready = clock_is_up(clk)
+            pair = {}
+            for which in (("rule", "full") if i % 2 == 0 else ("full", "rule")):
+                plan = TimingPlan(budget_ms=10, clock_ready=ready and which == "rule")
+                t0 = time.perf_counter()
+                tm = time_kernel(launch, timer, plan)
+                pair[which] = {"median_ms": tm.median_ms, "n": tm.n,
+                               "warmup_runs": tm.warmup_runs,
+                               "host_ms": round((time.perf_counter() - t0) * 1e3, 2)}
+            rows.append({"clock_mhz": clk.sm_mhz if clk else None, "ready": ready, **pair,
+                         "ratio": pair["rule"]["median_ms"] / pair["full"]["median_ms"]})
+        ratios = np.array([r["ratio"] for r in rows])
+        out["kernels"][name] = {
+            "rows": rows, "ready_share": float(np.mean([r["ready"] for r in rows])),
+            "ratio_median": float(np.median(ratios)), "ratio_min": float(ratios.min()),
+            "ratio_max": float(ratios.max()),
+            "host_ms_rule": float(np.median([r["rule"]["host_ms"] for r in rows])),
+            "host_ms_full": float(np.median([r["full"]["host_ms"] for r in rows]))}
+    launch, timer = kernels["matmul"]
+    for gap_ms in (0, 10, 50, 100, 250, 500, 1000, 2000):
+        time_kernel(launch, timer, TimingPlan(budget_ms=10))
+        time.sleep(gap_ms / 1e3)
+        clk = read_clocks()
+        out["idle"].append({"gap_ms": gap_ms, "clock_mhz": clk.sm_mhz if clk else None,
+                            "ready": clock_is_up(clk)})
+    print(json.dumps(out["idle"]))
+    print(f"{'kernel':<12} {'ready':>6} {'rule/full median':>17} {'min':>6} {'max':>6} "
+          f"{'host ms rule':>13} {'host ms full':>13}")
+    for name, k in out["kernels"].items():
+        print(f"{name:<12} {k['ready_share']:>6.2f} {k['ratio_median']:>17.4f} "
+              f"{k['ratio_min']:>6.3f} {k['ratio_max']:>6.3f} {k['host_ms_rule']:>13.1f} "
+              f"{k['host_ms_full']:>13.1f}")
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "warmup_rule.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
