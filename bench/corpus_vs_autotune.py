@@ -88,6 +88,8 @@ def ktune_side(spec: Any, store: Path) -> dict:
             "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
             "phases_s": sweep_phases.breakdown(report, wall),
             "waits_s": report.info.get("waits_s"), "timeline": report.info.get("timeline"),
+            "final_phases_ms": [{k: round(v, 2) for k, v in r.extra.get("phases_ms", {}).items()}
+                                for r in report.final],
             "worker_ms": sweep_phases.worker_ms(report),
             "sweep_ms": {json.dumps(dict(sorted(e.result.config.items()))): e.result.median_ms
                          for e in report.evaluations if e.result.ok}}
