@@ -10,7 +10,9 @@ at 4096^3), in rounds: time another kernel as the previous config would, read th
 time the kernel twice, once with the warm-up the rule picks and once with the full 25 ms, the
 order alternating per round. It prints the two medians per round and their ratio, how often the
 clock read "up", and the host ms each timing took. It also reads the clock after idle gaps
-(0-2000 ms after work), to show when the rule falls back to the full warm-up.
+(0-2000 ms after work), to show when the rule falls back to the full warm-up. Each round also
+times the kernel and the empty kernel in alternating flushed runs, to see whether a jump
+between a microsecond kernel's medians is in its own events or in the floor measured after.
 
     python3 bench/warmup_rule.py --out $OUT     # H200
 """
@@ -43,6 +45,25 @@ def bound_kernel(name: str) -> tuple:
     return bound.launch, backend.timer()
 
 
+def interleaved(launch, timer, n: int = 200) -> dict:
+    """The kernel's and the empty kernel's event times from alternating flushed runs: the
+    floor taken under the same conditions, run by run, as the kernel (a probe: is the jump
+    between medians in the kernel's events or in the separately measured floor?)."""
+    pairs = {"kernel": [], "empty": []}
+    for i in range(n):
+        for which, fn in (("kernel", launch), ("empty", timer.empty_launch))[::1 - 2 * (i % 2)]:
+            timer.flush_l2()
+            s, e = timer.new_event(), timer.new_event()
+            timer.record(s)
+            fn()
+            timer.record(e)
+            pairs[which].append((s, e))
+    timer.synchronize()
+    med = {k: float(np.median([timer.elapsed_ms(s, e) for s, e in v])) for k, v in pairs.items()}
+    return {"kernel_event_ms": med["kernel"], "empty_event_ms": med["empty"],
+            "difference_ms": med["kernel"] - med["empty"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=12)
@@ -67,7 +88,10 @@ def main() -> None:
                 tm = time_kernel(launch, timer, plan)
                 pair[which] = {"median_ms": tm.median_ms, "n": tm.n,
                                "warmup_runs": tm.warmup_runs,
+                               "event_median_ms": tm.event_median_ms,
+                               "floor_ms": tm.event_floor_ms,
                                "host_ms": round((time.perf_counter() - t0) * 1e3, 2)}
+            pair["interleaved"] = interleaved(launch, timer)
             rows.append({"clock_mhz": clk.sm_mhz if clk else None, "ready": ready, **pair,
                          "ratio": pair["rule"]["median_ms"] / pair["full"]["median_ms"]})
         ratios = np.array([r["ratio"] for r in rows])
@@ -85,6 +109,14 @@ def main() -> None:
         out["idle"].append({"gap_ms": gap_ms, "clock_mhz": clk.sm_mhz if clk else None,
                             "ready": clock_is_up(clk)})
     print(json.dumps(out["idle"]))
+    print("per round, softmax (us): corrected median, raw event median, floor | interleaved "
+          "kernel, empty, difference")
+    for r in out["kernels"]["fla-softmax"]["rows"]:
+        for arm in ("rule", "full"):
+            x, il = r[arm], r["interleaved"]
+            print(f"  {arm:4} {x['median_ms'] * 1e3:7.3f} {x['event_median_ms'] * 1e3:7.3f} "
+                  f"{x['floor_ms'] * 1e3:7.3f} | {il['kernel_event_ms'] * 1e3:7.3f} "
+                  f"{il['empty_event_ms'] * 1e3:7.3f} {il['difference_ms'] * 1e3:7.3f}")
     print(f"{'kernel':<12} {'ready':>6} {'rule/full median':>17} {'min':>6} {'max':>6} "
           f"{'host ms rule':>13} {'host ms full':>13}")
     for name, k in out["kernels"].items():

@@ -205,3 +205,15 @@ def test_the_clock_counts_as_up_only_near_its_maximum():
     assert not clock_is_up(None) and not clock_is_up(Clocks(1500, 3201, 0))
     parts = split_phase(10.0, {"warm-up": 4.0, "runs": 5.0})
     assert parts == {"time: warm-up": 4.0, "time: runs": 5.0, "time: other": 1.0}
+
+
+def test_a_raced_config_skips_the_graph_figure_and_a_warm_clock_shortens_its_warm_up():
+    from jupyter_ktune import parse_cell
+    from jupyter_ktune.measure.clocks import Clocks
+    from jupyter_ktune.runner.execute import timing_plan
+
+    spec = parse_cell("k --backend cuda --budget-ms 7", '''extern "C" __global__ void k() {}''')
+    plain, raced = timing_plan(spec, None, None), timing_plan(spec, 0.5, None)
+    assert plain.graph_below_ms > 0 and raced.graph_below_ms == 0 and raced.race_ms == 0.5
+    assert plain.budget_ms == 7 and not plain.clock_ready
+    assert timing_plan(spec, None, Clocks(1980, 3201, 1980)).clock_ready
