@@ -6,10 +6,12 @@ those 25 ms were most of its timing (issue 21). The protocol now reads the clock
 and, when it is within 10 % of its maximum, warms up for 1 ms instead (``clock_ready``).
 
 This checks the rule on the H200. For each kernel (a microsecond softmax from fla, a bf16 matmul
-at 4096^3), in rounds: time another kernel as the previous config would, read the clock, then
-time the kernel twice, once with the warm-up the rule picks and once with the full 25 ms, the
-order alternating per round. It prints the two medians per round and their ratio, how often the
-clock read "up", and the host ms each timing took. It also reads the clock after idle gaps
+at 4096^3), in rounds, four arms, their order reversed every other round: time another kernel
+as the previous config would, read the clock, then time the kernel with the warm-up the rule
+picks ("rule") or the full 25 ms ("full"), with the event floor's empty runs interleaved with
+the kernel's (the protocol's default) or measured in 51 runs after them ("floor after", the
+protocol before 2026-12-02). It prints each arm's medians over the rounds (median, min, max),
+how often the clock read "up", and the host ms each timing took. It also reads the clock after idle gaps
 (0-2000 ms after work), to show when the rule falls back to the full warm-up. Each round also
 times the kernel and the empty kernel in alternating flushed runs, to see whether a jump
 between a microsecond kernel's medians is in its own events or in the floor measured after.
@@ -74,33 +76,36 @@ def main() -> None:
 
     kernels = {"fla-softmax": bound_kernel("fla-softmax"), "matmul": bound_kernel("matmul")}
     out: dict = {"rounds": a.rounds, "kernels": {}, "idle": []}
+    arms = {"rule": dict(floor_every=2), "full": dict(floor_every=2),
+            "rule, floor after": dict(floor_every=0), "full, floor after": dict(floor_every=0)}
     for name, (launch, timer) in kernels.items():
         other = next(v for k, v in kernels.items() if k != name)
         rows = []
         for i in range(a.rounds):
-            time_kernel(other[0], other[1], TimingPlan(budget_ms=10))  # the previous config
-            clk = read_clocks()
-            ready = clock_is_up(clk)
-            pair = {}
-            for which in (("rule", "full") if i % 2 == 0 else ("full", "rule")):
-                plan = TimingPlan(budget_ms=10, clock_ready=ready and which == "rule")
+            order = list(arms) if i % 2 == 0 else list(arms)[::-1]
+            row: dict = {}
+            for arm in order:
+                time_kernel(other[0], other[1], TimingPlan(budget_ms=10))  # the previous config
+                clk = read_clocks()
+                ready = clock_is_up(clk)
+                plan = TimingPlan(budget_ms=10, clock_ready=ready and arm.startswith("rule"),
+                                  **arms[arm])
                 t0 = time.perf_counter()
                 tm = time_kernel(launch, timer, plan)
-                pair[which] = {"median_ms": tm.median_ms, "n": tm.n,
-                               "warmup_runs": tm.warmup_runs,
-                               "event_median_ms": tm.event_median_ms,
-                               "floor_ms": tm.event_floor_ms,
-                               "host_ms": round((time.perf_counter() - t0) * 1e3, 2)}
-            pair["interleaved"] = interleaved(launch, timer)
-            rows.append({"clock_mhz": clk.sm_mhz if clk else None, "ready": ready, **pair,
-                         "ratio": pair["rule"]["median_ms"] / pair["full"]["median_ms"]})
-        ratios = np.array([r["ratio"] for r in rows])
-        out["kernels"][name] = {
-            "rows": rows, "ready_share": float(np.mean([r["ready"] for r in rows])),
-            "ratio_median": float(np.median(ratios)), "ratio_min": float(ratios.min()),
-            "ratio_max": float(ratios.max()),
-            "host_ms_rule": float(np.median([r["rule"]["host_ms"] for r in rows])),
-            "host_ms_full": float(np.median([r["full"]["host_ms"] for r in rows]))}
+                row[arm] = {"median_ms": tm.median_ms, "n": tm.n, "warmup_runs": tm.warmup_runs,
+                            "event_median_ms": tm.event_median_ms, "floor_ms": tm.event_floor_ms,
+                            "clock_mhz": clk.sm_mhz if clk else None, "ready": ready,
+                            "host_ms": round((time.perf_counter() - t0) * 1e3, 2)}
+            row["interleaved"] = interleaved(launch, timer)
+            rows.append(row)
+        summary = {}
+        for arm in arms:
+            med = np.array([r[arm]["median_ms"] for r in rows]) * 1e3
+            summary[arm] = {"median_us": float(np.median(med)), "min_us": float(med.min()),
+                            "max_us": float(med.max()),
+                            "host_ms": float(np.median([r[arm]["host_ms"] for r in rows])),
+                            "ready_share": float(np.mean([r[arm]["ready"] for r in rows]))}
+        out["kernels"][name] = {"rows": rows, "arms": summary}
     launch, timer = kernels["matmul"]
     for gap_ms in (0, 10, 50, 100, 250, 500, 1000, 2000):
         time_kernel(launch, timer, TimingPlan(budget_ms=10))
@@ -109,20 +114,20 @@ def main() -> None:
         out["idle"].append({"gap_ms": gap_ms, "clock_mhz": clk.sm_mhz if clk else None,
                             "ready": clock_is_up(clk)})
     print(json.dumps(out["idle"]))
-    print("per round, softmax (us): corrected median, raw event median, floor | interleaved "
-          "kernel, empty, difference")
+    print("per round, softmax (us): corrected median, raw event median, floor per arm | "
+          "alternating probe: kernel, empty, difference")
     for r in out["kernels"]["fla-softmax"]["rows"]:
-        for arm in ("rule", "full"):
-            x, il = r[arm], r["interleaved"]
-            print(f"  {arm:4} {x['median_ms'] * 1e3:7.3f} {x['event_median_ms'] * 1e3:7.3f} "
-                  f"{x['floor_ms'] * 1e3:7.3f} | {il['kernel_event_ms'] * 1e3:7.3f} "
-                  f"{il['empty_event_ms'] * 1e3:7.3f} {il['difference_ms'] * 1e3:7.3f}")
-    print(f"{'kernel':<12} {'ready':>6} {'rule/full median':>17} {'min':>6} {'max':>6} "
-          f"{'host ms rule':>13} {'host ms full':>13}")
+        cells = "  ".join(f"{r[arm]['median_ms'] * 1e3:6.3f} {r[arm]['event_median_ms'] * 1e3:6.3f}"
+                          f" {r[arm]['floor_ms'] * 1e3:6.3f}" for arm in arms)
+        il = r["interleaved"]
+        print(f"  {cells} | {il['kernel_event_ms'] * 1e3:6.3f} {il['empty_event_ms'] * 1e3:6.3f} "
+              f"{il['difference_ms'] * 1e3:6.3f}")
+    print(f"{'kernel':<12} {'arm':<18} {'ready':>5} {'median us':>10} {'min us':>8} "
+          f"{'max us':>8} {'host ms':>8}")
     for name, k in out["kernels"].items():
-        print(f"{name:<12} {k['ready_share']:>6.2f} {k['ratio_median']:>17.4f} "
-              f"{k['ratio_min']:>6.3f} {k['ratio_max']:>6.3f} {k['host_ms_rule']:>13.1f} "
-              f"{k['host_ms_full']:>13.1f}")
+        for arm, v in k["arms"].items():
+            print(f"{name:<12} {arm:<18} {v['ready_share']:>5.2f} {v['median_us']:>10.3f} "
+                  f"{v['min_us']:>8.3f} {v['max_us']:>8.3f} {v['host_ms']:>8.1f}")
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "warmup_rule.json").write_text(json.dumps(out, indent=1))

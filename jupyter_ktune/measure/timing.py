@@ -12,16 +12,22 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
    its size (unless warm-cache numbers were asked for); device events bracket the kernel alone.
    There is no host synchronize between runs: the flush keeps the GPU busy, so the launch latency
    of the next kernel is hidden and the events measure the kernel, not the host.
-4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or the
-   time budget or run cap is spent; at least ``min_runs`` runs always. In a sweep (``race_ms``:
+4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or
+   spans no more than one tick of the event clock (32 ns on the H200: a median is not located
+   finer than the clock's quantum, and a microsecond kernel asked for 0.5 % ran to its budget),
+   or the time budget or run cap is spent; at least ``min_runs`` runs always. In a sweep (``race_ms``:
    the incumbent's median) also stop once the interval's lower end, less the event floor, is
    above the incumbent by ``race_margin``: that config is clearly slower, more runs would only
    make its losing time more precise (racing, issue 21).
 5. For kernels shorter than ``graph_below_ms`` also replay a CUDA graph of back-to-back launches
    and report the per-launch time (warm cache, no launch gaps): the floor a fused pipeline sees.
 6. The host cost of one launch call is measured apart and labelled host time, never GPU time.
-7. An empty kernel is timed the same way, and its median, less the empty kernel's own run
-   time (graph replay), is subtracted from every run: events
+7. An empty kernel is timed the same way, interleaved with the timed runs (one empty run after
+   every ``floor_every`` of the kernel's), and its median, less the empty kernel's own run
+   time (graph replay), is subtracted from every run. Interleaved, because the event overhead
+   drifts: measured in 51 runs after the kernel's, it moved by up to 0.7 us between
+   measurements of a 1 us kernel while the kernel-minus-empty difference of alternating runs
+   stayed within 0.25 us (bench/results/warmup_rule/2026-12-02-0327). Events
    bracket the stream's front-end work too (event write, launch of a queued kernel), a constant
    of about 3 us on the H200 that is 6% of a 50 us kernel. With the subtraction the medians
    agreed with ncu's gpu__time_duration to within 1% at 48 us and 775 us (bench/results/
@@ -39,88 +45,15 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
+from jupyter_ktune.measure.device_timer import DeviceTimer, HostClock  # noqa: F401 - API
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
-
-
-class DeviceTimer(Protocol):
-    """What the protocol needs from a device runtime."""
-
-    name: str
-    l2_flush_bytes: int
-
-    def synchronize(self) -> None:
-        """Wait for all queued device work."""
-
-    def new_event(self) -> Any:
-        """Return a fresh timing event (not yet recorded)."""
-
-    def record(self, event: Any) -> None:
-        """Enqueue ``event`` on the stream the kernel runs on."""
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        """Device time between two recorded, completed events."""
-
-    def flush_l2(self) -> None:
-        """Enqueue a write over a buffer larger than the L2 cache."""
-
-    def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
-        """Per-launch time of a captured graph of ``launches`` launches, or None if unsupported."""
-
-    def kernel_clock(self) -> str | None:
-        """None when CUPTI kernel records work for this runtime, else the reason they don't."""
-
-    def empty_launch(self) -> None:
-        """Enqueue an empty kernel: timed like the user's, it shows what the events add."""
-
-
-class HostClock:
-    """DeviceTimer over the host clock, for runtimes with no device clock (interpreters, TPU).
-
-    Its ``name`` must say "host time" so every number it produces is labelled as such; nothing
-    is flushed and no floor is subtracted.
-    """
-
-    l2_flush_bytes = 0
-
-    def __init__(self, name: str, no_kernel_clock: str = "no device kernel clock here"):
-        self.name = name
-        self._why = no_kernel_clock
-
-    def synchronize(self) -> None:
-        """Nothing is queued: the timed call already waited."""
-
-    def new_event(self) -> list[float]:
-        """Return an empty host 'event'."""
-        return []
-
-    def record(self, event: list[float]) -> None:
-        """Stamp the host clock."""
-        event.append(time.perf_counter())
-
-    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
-        """Host milliseconds between two stamps."""
-        return (end[0] - start[0]) * 1e3
-
-    def flush_l2(self) -> None:
-        """No device cache to flush."""
-
-    def graph_ms(self, launch: Callable[[], None], launches: int) -> float | None:
-        """No CUDA graphs on the host."""
-        return None
-
-    def kernel_clock(self) -> str | None:
-        """No kernel clock: say why."""
-        return self._why
-
-    def empty_launch(self) -> None:
-        """Nothing to launch: the floor is the protocol's own bookkeeping."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +74,7 @@ class TimingPlan:
     race_margin: float = 0.05
     clock_ready: bool = False  # the SM clock read at its maximum just before: a short warm-up
     ready_warmup_ms: float = 1.0
+    floor_every: int = 2  # one empty run after every this many timed runs; 0: 51 runs after
 
     def __post_init__(self) -> None:
         if self.budget_ms <= 0 or self.min_runs < 1 or self.max_runs < self.min_runs:
@@ -182,6 +116,46 @@ def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool
         pairs.append((start, end))
     timer.synchronize()
     return pairs
+
+
+def _interleaved(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
+                 every: int, start: int) -> tuple[list[float], list[float]]:
+    """Event times of ``n`` runs of the kernel and of the empty kernel run after every
+    ``every``-th of them (counting from run ``start`` of the measurement), both flushed."""
+    pairs, empties = [], []
+    for i in range(start, start + n):
+        for fn, out in ((launch, pairs), *(((timer.empty_launch, empties),)
+                                           if i % every == every - 1 else ())):
+            if flush:
+                timer.flush_l2()
+            begin, end = timer.new_event(), timer.new_event()
+            timer.record(begin)
+            fn()
+            timer.record(end)
+            out.append((begin, end))
+    timer.synchronize()
+    times = [timer.elapsed_ms(b, e) for b, e in pairs]
+    empty = [timer.elapsed_ms(b, e) for b, e in empties]
+    _spent.append(sum(times) + sum(empty))
+    return times, empty
+
+
+def event_tick_ms(times: np.ndarray) -> float:
+    """The event clock's quantum as these times show it (the smallest gap between distinct
+    values), or 0 when they do not look quantised (fewer than 4 repeats a value on average)."""
+    values = np.unique(np.round(np.asarray(times, dtype=np.float64), 9))
+    if values.size < 2 or values.size * 4 > len(times):
+        return 0.0
+    return float(np.diff(values).min())
+
+
+def _precise(times: np.ndarray, plan: TimingPlan, tick_ms: float) -> bool:
+    """The stopping rule on precision: the median's CI within ``rel_precision``, or no wider
+    than one tick of the event clock."""
+    if relative_ci_halfwidth(times) <= plan.rel_precision:
+        return True
+    lo, hi = median_ci(times)
+    return tick_ms > 0 and hi - lo <= tick_ms * 1.001
 
 
 def timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
@@ -321,15 +295,24 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     step = max(plan.min_runs, batch // 4) if plan.race_ms is not None else batch
     deadline = time.perf_counter() + plan.budget_ms * 1e-3 * 3  # host guard if flushes dominate
     spent_ms = 0.0
+    # the floor's empty runs go between the kernel's (CUPTI times need no floor, and their
+    # records must be the kernel's alone)
+    every = plan.floor_every if plan.subtract_floor and not use_cupti else 0
+    empties: list[float] = []
     while True:
         n = min(step, plan.max_runs - len(times))
         step = min(step * 2, batch)
-        ev, kt = timed_runs(launch, timer, n, flush, use_cupti)
+        if every:
+            ev, em = _interleaved(launch, timer, n, flush, every, len(times))
+            kt = None
+            empties.extend(em)
+        else:
+            (ev, kt), em = timed_runs(launch, timer, n, flush, use_cupti), []
         if use_cupti and kt is None:  # records lost: fall back for the whole measurement
             use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
         events.extend(ev)
         times.extend(kt if use_cupti and kt is not None else ev)
-        spent_ms += sum(ev) + (per_run - max(estimate, 1e-4)) * len(ev)
+        spent_ms += sum(ev) + sum(em) + (per_run - max(estimate, 1e-4)) * (len(ev) + len(em))
         arr = np.asarray(times)
         if len(times) >= plan.max_runs:
             break
@@ -338,12 +321,15 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             if raced:
                 break
         if len(times) >= plan.min_runs and (
-                relative_ci_halfwidth(arr) <= plan.rel_precision
+                _precise(arr, plan, event_tick_ms(arr))
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
             break
     stages.tick("runs")
 
-    floor_ms = float(np.median(timed_runs(timer.empty_launch, timer, 51, flush)[0]))
+    if len(empties) < 11:  # too few interleaved (a short or raced measurement), or none asked
+        empties += timed_runs(timer.empty_launch, timer, 51 if not every else 11 - len(empties),
+                              flush)[0]
+    floor_ms = float(np.median(empties))
     # The floor holds the empty kernel's own run too, which the user's kernel also has: add
     # back its per-launch time from graph replay (back-to-back, no front-end gaps).
     empty_ms = _empty_graph_ms(timer) if plan.subtract_floor else None
@@ -376,8 +362,10 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         if plan.subtract_floor:
             own = (f" less its own run, {empty_ms * 1e3:.2f} us by graph replay"
                    if empty_ms else "")
+            how = (f"{len(empties)} runs interleaved with the kernel's" if every and
+                   len(empties) > 11 else f"{len(empties)} runs of the same protocol")
             clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
-                      f"{floor_ms * 1e3:.2f} us, median of 51 runs of the same protocol{own})")
+                      f"{floor_ms * 1e3:.2f} us, median of {how}{own})")
     ready = " (the SM clock read at its maximum before them)" if plan.clock_ready else ""
     method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "
               f"{len(times)}{raced}")
