@@ -71,8 +71,18 @@ def trim_log(fd: int = 1, max_bytes: int = LOG_MAX_BYTES, keep: int = LOG_KEEP_B
 
     A kernel that prints wrote 68 MB per run into a log that was never trimmed (issue 15). The
     client opened the file for appending, so writes after the truncation (this process's, its
-    children's) land at the new end. Returns whether it trimmed.
+    children's) land at the new end. Returns whether it trimmed. One trim at a time (the
+    watcher thread's and the one before each reply): otherwise a reply could be sent inside the
+    other's truncate-then-write, with the log empty (a CI run saw a 0-byte log).
     """
+    with _TRIM_LOCK:
+        return _trim(fd, max_bytes, keep)
+
+
+_TRIM_LOCK = threading.Lock()
+
+
+def _trim(fd: int, max_bytes: int, keep: int) -> bool:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
