@@ -105,6 +105,10 @@ REGISTRY: dict[str, Bench] = {
         "warmup_rule.py", "--out {out}", 150,
         "When the SM clock already reads at its maximum, does a 1 ms warm-up give the same "
         "median as the full 25 ms?"),
+    "floor_ab": Bench(
+        "floor_ab.py", "", 120,
+        "Is a microsecond kernel's median steadier with the event floor interleaved with its "
+        "runs than measured after them?"),
     "warm_start": Bench(
         "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
         "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "

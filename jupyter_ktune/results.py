@@ -44,6 +44,7 @@ class Timing:
     event_floor_ms: float | None = None  # an empty kernel timed the same way
     device_ms_total: float = 0.0  # all event-timed device work of this measurement (budgeting)
     stages_ms: Mapping[str, float] = field(default_factory=dict)  # host ms per protocol stage
+    host_bound: bool = False  # the GPU waited for the host between runs: the times hold host time
 
     @property
     def event_median_ms(self) -> float | None:

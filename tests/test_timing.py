@@ -269,3 +269,19 @@ def test_a_quantised_clock_stops_timing_once_the_median_is_located_to_a_tick():
                 timing.event_tick_ms = real
         return time_kernel(t.launch, t, plan).n
     assert n(True) < 300 < n(False), (n(True), n(False))
+
+
+def test_events_that_timed_the_host_are_called_host_bound():
+    """When the host cannot keep the GPU ahead, every event pair brackets host time: the empty
+    kernel's events read tens of us instead of a few. The timing says so."""
+
+    class Starved(FakeTimer):
+        empty_ms = 0.08  # what the empty kernel's events read with the GPU waiting
+
+    t = Starved(kernel_ms=0.0815)
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=5))
+    assert timing.host_bound and "HOST-BOUND" in timing.method
+    fine = FakeTimer(kernel_ms=0.002)
+    fine.empty_ms = 0.003
+    ok = time_kernel(fine.launch, fine, TimingPlan(budget_ms=5))
+    assert not ok.host_bound and "HOST-BOUND" not in ok.method

@@ -54,6 +54,10 @@ from jupyter_ktune.measure.device_timer import DeviceTimer, HostClock  # noqa: F
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
+#: An event floor above this means the events timed the host: on the H200 it reads 3-4 us while
+#: the flushes keep the GPU ahead, and 82 us in a run whose host was busy (bench/results/
+#: timing_vs_ncu/2026-12-02-0334, where do_bench read 112 us for the same 1.5 us kernel).
+HOST_BOUND_FLOOR_MS = 0.025
 
 
 @dataclass(frozen=True)
@@ -367,8 +371,13 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
                       f"{floor_ms * 1e3:.2f} us, median of {how}{own})")
     ready = " (the SM clock read at its maximum before them)" if plan.clock_ready else ""
+    host_bound = (not isinstance(timer, HostClock) and not use_cupti
+                  and floor_ms > HOST_BOUND_FLOOR_MS)
+    starved = (f"; HOST-BOUND: an empty kernel's events read {floor_ms * 1e3:.1f} us (a few us "
+               "when the GPU is kept busy), so the GPU waited for the host between runs and "
+               "these times hold host time: time again with the host idle" if host_bound else "")
     method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "
-              f"{len(times)}{raced}")
+              f"{len(times)}{raced}{starved}")
     host_us = _host_launch_us(launch, timer)
     stages.tick("host launch")
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
@@ -378,4 +387,5 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                   warmup_runs=warmup, graph_ms=graph_ms,
                   graph_launches=plan.graph_launches if graph_ms is not None else 0,
                   host_launch_us=host_us, event_floor_ms=floor_ms,
-                  device_ms_total=float(sum(_spent)), stages_ms=dict(stages.ms))
+                  device_ms_total=float(sum(_spent)), stages_ms=dict(stages.ms),
+                  host_bound=host_bound)
