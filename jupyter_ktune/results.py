@@ -131,14 +131,14 @@ class Measurement:
     @property
     def tflops(self) -> float | None:
         """Achieved TFLOP/s at the median time, when the user gave the flop count."""
-        if self.flops is None:
+        if self.flops is None or self.timing.median_ms <= 0:
             return None
         return self.flops / (self.timing.median_ms * 1e-3) / 1e12
 
     @property
     def gbps(self) -> float | None:
         """Achieved GB/s (1e9 bytes per second) at the median time, when bytes were given."""
-        if self.bytes is None:
+        if self.bytes is None or self.timing.median_ms <= 0:
             return None
         return self.bytes / (self.timing.median_ms * 1e-3) / 1e9
 

@@ -285,3 +285,27 @@ def test_events_that_timed_the_host_are_called_host_bound():
     fine.empty_ms = 0.003
     ok = time_kernel(fine.launch, fine, TimingPlan(budget_ms=5))
     assert not ok.host_bound and "HOST-BOUND" not in ok.method
+
+
+def test_a_host_bound_timing_waits_for_the_workers_background_work_only_when_there_is_some():
+    import threading
+    from concurrent.futures import Future
+
+    from jupyter_ktune.backends import torch_interop
+    from jupyter_ktune.runner.execute import _quiet_host
+
+    done: Future = Future()
+    done.set_result((None, None))
+    assert not _quiet_host(done, 1.0)  # nothing in the background: no second timing
+    pending: Future = Future()
+    threading.Timer(0.2, lambda: pending.set_result((None, None))).start()
+    t0 = time.perf_counter()
+    assert _quiet_host(pending, 5.0) and pending.done() and time.perf_counter() - t0 >= 0.15
+    import_like = threading.Thread(target=time.sleep, args=(0.2,))
+    import_like.start()
+    saved = list(torch_interop._warm_thread)
+    torch_interop._warm_thread[:] = [import_like]
+    try:
+        assert _quiet_host(done, 5.0) and not import_like.is_alive()
+    finally:
+        torch_interop._warm_thread[:] = saved

@@ -87,6 +87,16 @@ def start_warming() -> None:
             _warm_thread[0].start()
 
 
+def wait_for_warming(timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s``) for the warm-up thread; whether one was running. Its
+    import of torch holds the GIL for seconds: a timing taken meanwhile can be host-bound."""
+    thread = _warm_thread[0] if _warm_thread else None
+    if thread is None or not thread.is_alive():
+        return False
+    thread.join(timeout_s)
+    return True
+
+
 def warmed_torch() -> Any:
     """torch with its CUDA started, once :func:`start_warming` has finished; else None."""
     if not (_warm_ok and _warm_ok[0]):  # appended when the warm-up is done
