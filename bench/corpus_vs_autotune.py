@@ -90,6 +90,10 @@ def ktune_side(spec: Any, store: Path) -> dict:
             "waits_s": report.info.get("waits_s"), "timeline": report.info.get("timeline"),
             "final_phases_ms": [{k: round(v, 2) for k, v in r.extra.get("phases_ms", {}).items()}
                                 for r in report.final],
+            # timings whose events timed the host (measure.timing: HOST-BOUND), first pass and
+            # re-timings: a sweep's compiles share the host with the worker
+            "host_bound": [sum("HOST-BOUND" in (r.method or "") for r in rs) for rs in
+                           ([e.result for e in report.evaluations], report.final)],
             "worker_ms": sweep_phases.worker_ms(report),
             "sweep_ms": {json.dumps(dict(sorted(e.result.config.items()))): e.result.median_ms
                          for e in report.evaluations if e.result.ok}}
