@@ -58,6 +58,7 @@ FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer mu
 #: the flushes keep the GPU ahead, and 82 us in a run whose host was busy (bench/results/
 #: timing_vs_ncu/2026-12-02-0334, where do_bench read 112 us for the same 1.5 us kernel).
 HOST_BOUND_FLOOR_MS = 0.025
+HOST_BOUND_MARK = "HOST-BOUND"  # in the method text of such a timing (kept in the store)
 
 
 @dataclass(frozen=True)
@@ -373,7 +374,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     ready = " (the SM clock read at its maximum before them)" if plan.clock_ready else ""
     host_bound = (not isinstance(timer, HostClock) and not use_cupti
                   and floor_ms > HOST_BOUND_FLOOR_MS)
-    starved = (f"; HOST-BOUND: an empty kernel's events read {floor_ms * 1e3:.1f} us (a few us "
+    starved = (f"; {HOST_BOUND_MARK}: an empty kernel's events read {floor_ms * 1e3:.1f} us (a few us "
                "when the GPU is kept busy), so the GPU waited for the host between runs and "
                "these times hold host time: time again with the host idle" if host_bound else "")
     method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "

@@ -1,4 +1,11 @@
-"""The sweep's last stage: the fastest few configs timed again, with a larger budget.
+"""The sweep's last stages: host-bound timings taken again, then the fastest few configs timed
+again with a larger budget.
+
+A first-pass timing whose events timed the host (``measure.timing``: HOST-BOUND; the compile
+pool's processes share the host with the device worker, and a microsecond kernel's timed run
+leaves the host about 10 us of slack) ranks nothing: its config is timed once more when the
+first pass is over and the compiles are done (:func:`retake_host_bound`), before the top few
+are chosen.
 
 A sweep's first pass times each config just well enough to rank it (and races the clearly
 slower ones out, ``TimingPlan.race_ms``). The top ``top_k`` are then re-timed on one worker
@@ -15,7 +22,9 @@ import dataclasses
 from dataclasses import replace
 from typing import Any
 
+from jupyter_ktune.measure.timing import HOST_BOUND_MARK
 from jupyter_ktune.results import RunResult
+from jupyter_ktune.space import Config
 from jupyter_ktune.tune import search
 from jupyter_ktune.tune.report import Evaluation
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
@@ -26,6 +35,29 @@ def with_phases(stored: StoredResult, result: RunResult) -> StoredResult:
     if not result.phases_ms:
         return stored
     return dataclasses.replace(stored, extra={**stored.extra, "phases_ms": dict(result.phases_ms)})
+
+
+def retake_host_bound(sweep: Any, strategy: Any, runner: Any, store: Store, key: StoreKey,
+                      evals: list[Evaluation]) -> int:
+    """Time again, once each, the first-pass configs whose timing was host-bound; their new
+    results replace the old in ``evals``, the store and the ranking. Returns how many."""
+    retaken = 0
+    for i, e in enumerate(evals):
+        if sweep.stopped:
+            break
+        if e.cached or not e.result.ok or HOST_BOUND_MARK not in (e.result.method or ""):
+            continue
+        c = Config(e.result.config)
+        sweep.timeline.mark("retake sent", c)
+        result = runner.submit(sweep.spec, c).result()
+        sweep.timeline.mark("retake back", c)
+        stored = with_phases(store.put(key, result), result)
+        # the search is over: only the ranking the top few come from is updated (a strategy's
+        # own model, e.g. Optuna's, takes one tell per config)
+        strategy.told[c] = stored.median_ms if stored.ok else None
+        evals[i] = replace(e, result=stored)
+        retaken += 1
+    return retaken
 
 
 def retime_top(sweep: Any, strategy: Any, runner: Any, store: Store, key: StoreKey, total: int,

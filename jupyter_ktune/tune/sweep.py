@@ -35,7 +35,7 @@ from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.compile_order import compile_first
 from jupyter_ktune.tune.pool import shared_pool
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
-from jupyter_ktune.tune.retime import retime_top, with_phases
+from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tune.runners import (
     PRECOMPILED,
     DaskRunner,
@@ -181,6 +181,7 @@ class Sweep:
             # the first input set and its reference, in a request of their own (issue 21)
             prepared = runner.prepare(self.spec) if self.spec.options.time else {}
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
+            retaken = retake_host_bound(self, strategy, runner, store, key, evals)
             final = retime_top(self, strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
             moved = started.moved({e.result.config: e.result.median_ms if e.result.ok else None
@@ -194,7 +195,7 @@ class Sweep:
                       "compile_workers": pool_size, "prepare_ms": prepared,
                       "pool_compiles": pool_summary(self._compiled),
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
-                      "launcher_ahead": self.launcher,
+                      "launcher_ahead": self.launcher, "host_bound_retaken": retaken,
                       "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
             return self.report
         finally:

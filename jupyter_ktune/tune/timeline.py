@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The events a sweep marks, in the order a config meets them.
-KINDS = ("compile sent", "compile back", "run sent", "run back", "final sent", "final back",
-         "launcher built")
+KINDS = ("compile sent", "compile back", "run sent", "run back", "retake sent", "retake back",
+         "final sent", "final back", "launcher built")
 
 
 def config_label(config: Mapping[str, Any]) -> str:
@@ -54,10 +54,12 @@ class SweepTimeline:
     def waits(self) -> dict[str, float]:
         """Summed seconds, over configs, between consecutive events of one config: how long
         the configs waited on each step (``compile``: sent to back; ``queued``: compile back to
-        run sent; ``run``: sent to back, the worker's round trip; ``final``: the re-timing)."""
+        run sent; ``run``: sent to back, the worker's round trip; ``retake``: a host-bound
+        timing taken again; ``final``: the re-timing)."""
         spans = {"compile": ("compile sent", "compile back"),
                  "queued": ("compile back", "run sent"),
-                 "run": ("run sent", "run back"), "final": ("final sent", "final back")}
+                 "run": ("run sent", "run back"), "retake": ("retake sent", "retake back"),
+                 "final": ("final sent", "final back")}
         out = dict.fromkeys(spans, 0.0)
         for events in self.per_config().values():
             for name, (a, b) in spans.items():
