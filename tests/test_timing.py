@@ -186,6 +186,9 @@ def test_a_warm_clock_shortens_the_warm_up_and_the_method_says_so():
     slow = FakeTimer(kernel_ms=5.0)  # at least 3 runs whatever the kernel's length
     assert time_kernel(slow.launch, slow, TimingPlan(budget_ms=50, clock_ready=True)
                        ).warmup_runs == 3
+    interpreted = FakeTimer(kernel_ms=400.0)  # one run outlasts the whole warm-up: one run
+    assert time_kernel(interpreted.launch, interpreted, TimingPlan(budget_ms=50)
+                       ).warmup_runs == 1
 
 
 def test_the_stages_account_for_the_measurement():

@@ -89,10 +89,13 @@ class TimingPlan:
 def warmup_runs(plan: TimingPlan, per_run_ms: float) -> int:
     """How many warm-up runs: ``warmup_ms`` of device time (``ready_warmup_ms`` when the clock is
     already up), at least 3 (the first flushed runs after a new module still pay its first
-    touches), at most 1000."""
+    touches) unless three would outlast the full warm-up (an interpreted kernel of a second:
+    one), at most 1000."""
+    per_run_ms = max(per_run_ms, 1e-4)
     want = plan.ready_warmup_ms if plan.clock_ready else plan.warmup_ms
     want = min(want, plan.warmup_ms, plan.budget_ms)
-    return int(min(max(math.ceil(want / max(per_run_ms, 1e-4)), 3), 1000))
+    least = 3 if 3 * per_run_ms <= plan.warmup_ms else 1
+    return int(min(max(math.ceil(want / per_run_ms), least), 1000))
 
 
 class Stages:
@@ -360,7 +363,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                  + ("" if not plan.kernel_clock else f" ({no_cupti})"))
         if plan.subtract_floor:
             clock += (f" minus the cost of an empty call {overhead_ms * 1e3:.2f} us (median of "
-                      "51 empty calls timed the same way)")
+                      f"{len(empties)} empty calls timed the same way)")
     else:
         clock = (f"{timer.name} events around each launch"
                  + ("" if not plan.kernel_clock else f" ({no_cupti})"))
