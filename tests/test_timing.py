@@ -312,3 +312,19 @@ def test_a_host_bound_timing_waits_for_the_workers_background_work_only_when_the
         assert _quiet_host(done, 5.0) and not import_like.is_alive()
     finally:
         torch_interop._warm_thread[:] = saved
+
+
+def test_racing_reads_the_floor_of_its_own_interleaved_runs_not_a_stale_one():
+    """A 1 us kernel raced against an incumbent of the same 1 us, under a 3 us event overhead,
+    with the timer's cached racing floor left at 0.5 us from another state: against the stale
+    floor the tie looks 3.5x slower and is raced out; against its own empties it is not."""
+
+    class Overhead(FakeTimer):
+        def elapsed_ms(self, start, end):
+            return end[0] - start[0] + 0.003
+
+    t = Overhead(kernel_ms=0.001, jitter=0.01)
+    t._ktune_race_floor_ms = 0.0005  # stale
+    timing = time_kernel(t.launch, t, TimingPlan(budget_ms=50, race_ms=0.001, min_runs=10))
+    assert "raced" not in timing.method, timing.method
+    assert timing.median_ms == pytest.approx(0.001, rel=0.05)
