@@ -112,16 +112,19 @@ class Stages:
         self._t = now
 
 
+def _one_run(fn: Callable[[], None], timer: DeviceTimer, flush: bool) -> tuple[Any, Any]:
+    """Enqueue one timed run of ``fn``: the flush, then ``fn`` between two events."""
+    if flush:
+        timer.flush_l2()
+    start, end = timer.new_event(), timer.new_event()
+    timer.record(start)
+    fn()
+    timer.record(end)
+    return start, end
+
+
 def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list:
-    pairs = []
-    for _ in range(n):
-        if flush:
-            timer.flush_l2()
-        start, end = timer.new_event(), timer.new_event()
-        timer.record(start)
-        launch()
-        timer.record(end)
-        pairs.append((start, end))
+    pairs = [_one_run(launch, timer, flush) for _ in range(n)]
     timer.synchronize()
     return pairs
 
@@ -132,15 +135,9 @@ def _interleaved(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: 
     ``every``-th of them (counting from run ``start`` of the measurement), both flushed."""
     pairs, empties = [], []
     for i in range(start, start + n):
-        for fn, out in ((launch, pairs), *(((timer.empty_launch, empties),)
-                                           if i % every == every - 1 else ())):
-            if flush:
-                timer.flush_l2()
-            begin, end = timer.new_event(), timer.new_event()
-            timer.record(begin)
-            fn()
-            timer.record(end)
-            out.append((begin, end))
+        pairs.append(_one_run(launch, timer, flush))
+        if i % every == every - 1:
+            empties.append(_one_run(timer.empty_launch, timer, flush))
     timer.synchronize()
     times = [timer.elapsed_ms(b, e) for b, e in pairs]
     empty = [timer.elapsed_ms(b, e) for b, e in empties]
