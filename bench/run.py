@@ -105,6 +105,10 @@ REGISTRY: dict[str, Bench] = {
         "warmup_rule.py", "--out {out}", 150,
         "When the SM clock already reads at its maximum, does a 1 ms warm-up give the same "
         "median as the full 25 ms?"),
+    "direct_launch_check": Bench(
+        "direct_launch_check.py", "", 90,
+        "Does a kernel launched with cuLaunchKernel on Triton's cubin (while Triton 3.6 builds "
+        "its launcher) give bitwise the same outputs and device time as Triton's launch?"),
     "floor_ab": Bench(
         "floor_ab.py", "", 120,
         "Is a microsecond kernel's median steadier with the event floor interleaved with its "

@@ -115,6 +115,19 @@ def worker():
 
 
 @pytest.fixture
+def stopped_pools():
+    """After the test, terminate every compile-pool process (one may be in a task standing for
+    a stuck build) and close the pools, so no sleeping process is left for the next tests."""
+    yield
+    from jupyter_ktune.tune import pool as pools
+
+    for p in list(pools._pools.values()):
+        for proc in list(getattr(p, "_processes", {}).values()):
+            proc.terminate()
+    pools.close_pools()
+
+
+@pytest.fixture
 def cli_kernel(tmp_path):
     """Write a saved ``%%kernel`` cell and its ``--setup`` file for the ``ktune`` command:
     ``cli_kernel(line, src) -> (kernel_path, setup_path)`` (x -> 2x over 64 floats)."""

@@ -230,30 +230,36 @@ def copy(x, y, n, BLOCK: tl.constexpr):
 """
 
 
-def test_a_stuck_launcher_build_holds_the_first_run_only_until_its_wait_runs_out(tmp_path,
-                                                                                  monkeypatch):
-    from jupyter_ktune.tune import sweep
+@pytest.mark.parametrize("quick", [False, True], ids=["held", "quick launch"])
+def test_a_stuck_launcher_build_holds_the_first_run_only_until_its_wait_runs_out(
+        tmp_path, monkeypatch, stopped_pools, quick):
+    """A worker that needs the launcher waits for its build (at most LAUNCHER_WAIT_S); one
+    that can launch without it (Triton 3.6: backends/triton/direct_launch.py) is not held, and
+    its runs go out marked quick."""
+    from jupyter_ktune.backends.triton.backend import TritonBackend
+    from jupyter_ktune.tune import runners, sweep
 
     def io():
         x = np.random.rand(100).astype(np.float32)
         return dict(x=x, y=np.empty_like(x), n=100)
 
+    sent, real_on = [], runners.LocalRunner._on
+
+    def on(w, spec, config, static, race_ms, quick=False):
+        sent.append(quick)
+        return real_on(w, spec, config, static, race_ms, quick)
+
+    monkeypatch.setattr(runners.LocalRunner, "_on", staticmethod(on))
+    monkeypatch.setattr(TritonBackend, "quick_launch", lambda self: quick)
     monkeypatch.setattr(sweep, "launcher_ahead", stuck_launcher_build)
-    monkeypatch.setattr(sweep, "LAUNCHER_WAIT_S", 2.0)
+    monkeypatch.setattr(sweep, "LAUNCHER_WAIT_S", 8.0)
     spec = parse_cell("copy --backend triton --inputs io --reference ref --out y --budget-ms 2",
                       COPY, {"io": io, "ref": lambda x, y, n: x})
-    try:
-        report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", top_k=0,
-                      compile_workers=3)
-    finally:  # the stuck task's process: not left sleeping for the next tests
-        from jupyter_ktune.tune import pool as pools
-
-        for p in list(pools._pools.values()):
-            for proc in list(getattr(p, "_processes", {}).values()):
-                proc.terminate()
-        pools.close_pools()
+    report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", top_k=0, compile_workers=3)
     assert [e.result.status.value for e in report.evaluations] == ["ok", "ok"]
     first_run = min(at for at, kind, _ in report.info["timeline"] if kind == "run sent")
-    # held for the wait (2 s of sweep time), not for the stuck task (40 s)
-    assert 2.0 <= first_run < 30.0, report.info["timeline"]
+    if quick:  # sent as soon as compiled, before the build is done: quick
+        assert first_run < 8.0 and sent == [True, True], report.info["timeline"]
+    else:  # held for the wait (8 s of sweep time), not for the stuck task (40 s)
+        assert 8.0 <= first_run < 30.0 and sent == [False, False], report.info["timeline"]
     assert report.info["launcher_ahead"] is None  # and says the launcher was not built ahead

@@ -15,6 +15,7 @@ checked by the type checker and by ``tests/test_backend_protocol.py``.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -25,6 +26,10 @@ COMPILE_ONLY_ENV = "KTUNE_COMPILE_ONLY"
 #: Set in a compile-pool process while it compiles for a sweep that builds the kernel's host
 #: launcher in a task of its own (``launcher_ahead``): the compile skips its own build.
 LAUNCHER_AHEAD_ENV = "KTUNE_LAUNCHER_AHEAD"
+#: True while the worker binds a sweep's first-pass run sent before the kernel's host launcher
+#: was built: a backend may then launch without it (Triton 3.6: ``triton.direct_launch``).
+QUICK_LAUNCH: contextvars.ContextVar[bool] = contextvars.ContextVar("ktune_quick_launch",
+                                                                     default=False)
 
 if TYPE_CHECKING:  # annotations only: the registry must not import spec.py (it imports us)
     import numpy as np

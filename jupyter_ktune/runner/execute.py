@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import Backend, DeviceInfo, limits_for
+from jupyter_ktune.backends.base import QUICK_LAUNCH, Backend, DeviceInfo, limits_for
 from jupyter_ktune.backends.uploads import Uploads, for_input_set
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
@@ -51,6 +51,7 @@ _variants: dict[tuple[str, Config], Any] = {}
 _statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
 _races: dict[tuple[str, Config], float] = {}  # (source hash, config) -> incumbent ms, one-shot
+_quick: dict[tuple[str, Config], bool] = {}  # (source hash, config) -> QUICK_LAUNCH, one-shot
 
 
 class FatalDeviceError(Exception):
@@ -213,8 +214,12 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         host_args = current["args"]
         tick("inputs")
         phases.enter(phases.bind(host_args))
-        with for_input_set(current.setdefault("uploads", Uploads())):  # one upload per set
-            bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
+        quick = QUICK_LAUNCH.set(_quick.pop((spec.source_hash, config), False))
+        try:
+            with for_input_set(current.setdefault("uploads", Uploads())):  # one upload per set
+                bound = variant.bind(host_args)  # first: its errors name the kernel's parameter
+        finally:
+            QUICK_LAUNCH.reset(quick)
         tick("bind")
         if not reused:
             ensure_expected(spec, current, config)
@@ -236,6 +241,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             # A runtime without stream events in Python (JAX) times the bound variant itself.
             own = getattr(timer, "time", None)
             timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
+            if getattr(bound, "launch_note", ""):
+                timing = dataclasses.replace(timing, method=timing.method + bound.launch_note)
             if timing.host_bound and _quiet_host(static_future, spec.options.timeout_s):
                 timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
                 timing = dataclasses.replace(timing, method=timing.method + "; timed again "
@@ -349,6 +356,15 @@ def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -
         _races.pop((source_hash, config), None)
     else:
         _races[(source_hash, config)] = float(incumbent_ms)
+
+
+def quick_launch(source_hash: str, config: Config, quick: bool) -> None:
+    """Worker-side: bind the next run of ``config`` with ``QUICK_LAUNCH`` set (a sweep's
+    first-pass run sent before the kernel's host launcher was built). One-shot, like a race."""
+    if quick:
+        _quick[(source_hash, config)] = True
+    else:
+        _quick.pop((source_hash, config), None)
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

@@ -151,13 +151,15 @@ def pool_summary(compiled: list[tuple[float, dict[str, float]]]) -> dict[str, An
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any,
-                race_ms: float | None = None) -> bool:
+                race_ms: float | None = None, quick: bool = False) -> bool:
     """Worker-side, before a sweep's run: take a precompiled static report so the run does not
-    recompile it, and the incumbent's median to race against (one round trip for both)."""
-    from jupyter_ktune.runner.execute import race_against
+    recompile it, the incumbent's median to race against, and whether it may launch before
+    the kernel's host launcher is built (``execute.quick_launch``): one round trip for all."""
+    from jupyter_ktune.runner.execute import quick_launch, race_against
     from jupyter_ktune.runner.execute import seed_static as seed
 
     race_against(source_hash, config, race_ms)
+    quick_launch(source_hash, config, quick)
     return seed(source_hash, arch, config, static) if static is not None else False
 
 
@@ -226,10 +228,11 @@ class LocalRunner:
         return self.workers[0].device(backend)
 
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
-               pin: bool = False, race_ms: float | None = None) -> Future:
+               pin: bool = False, race_ms: float | None = None, quick: bool = False) -> Future:
         """Time ``config`` on a free worker (``pin``: always the first, for fair re-timing;
-        ``race_ms``: the incumbent's median, timing stops once clearly slower)."""
-        return self._pool.submit(self._run, spec, config, static, pin, race_ms)
+        ``race_ms``: the incumbent's median, timing stops once clearly slower; ``quick``: it
+        may launch before the kernel's host launcher is built, ``QUICK_LAUNCH``)."""
+        return self._pool.submit(self._run, spec, config, static, pin, race_ms, quick)
 
     def prepare(self, spec: KernelSpec) -> dict[str, float]:
         """Draw each worker's first input set and run the reference there, each in a request
@@ -252,24 +255,24 @@ class LocalRunner:
         return out
 
     def _run(self, spec: KernelSpec, config: Config, static: Any, pin: bool,
-             race_ms: float | None) -> RunResult:
+             race_ms: float | None, quick: bool = False) -> RunResult:
         if pin:
             w = self.workers[0]
             with w._lock:
-                return self._on(w, spec, config, static, race_ms)
+                return self._on(w, spec, config, static, race_ms, quick)
         w = self._free.get()
         try:
-            return self._on(w, spec, config, static, race_ms)
+            return self._on(w, spec, config, static, race_ms, quick)
         finally:
             self._free.put(w)
 
     @staticmethod
     def _on(w: DeviceWorker, spec: KernelSpec, config: Config, static: Any,
-            race_ms: float | None) -> RunResult:
-        if static is not None or race_ms is not None:
+            race_ms: float | None, quick: bool = False) -> RunResult:
+        if static is not None or race_ms is not None or quick:
             try:
                 w.call(seed_static, spec.source_hash, spec.options.arch, config, static,
-                       race_ms, timeout=60)
+                       race_ms, quick, timeout=60)
             except KtuneError:
                 pass  # only an optimisation: the worker compiles the report itself
         return w.run(spec, config)
@@ -318,8 +321,9 @@ class DaskRunner:
         return {}
 
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
-               pin: bool = False, race_ms: float | None = None) -> Future:
-        """Run ``config`` on the cluster; ``pin`` keeps re-timing on the first worker."""
+               pin: bool = False, race_ms: float | None = None, quick: bool = False) -> Future:
+        """Run ``config`` on the cluster; ``pin`` keeps re-timing on the first worker
+        (``quick`` is ignored: each Dask worker launches as Triton does)."""
         fut = self.client.submit(dask_run, spec, config, race_ms, pure=False,
                                  workers=[self.addresses[0]] if pin else None)
         out: Future = Future()

@@ -135,6 +135,7 @@ class Sweep:
         self.report: TuneReport | None = None
         self.timeline = SweepTimeline()
         self.launcher: tuple[bool, float] | None = None  # (built ahead, seconds), Triton 3.6
+        self._ahead: cf.Future | None = None  # the task building it, until its result is read
 
     def stop(self) -> None:
         """Ask the sweep to stop after the results in flight; the report says it stopped."""
@@ -181,6 +182,8 @@ class Sweep:
             # the first input set and its reference, in a request of their own (issue 21)
             prepared = runner.prepare(self.spec) if self.spec.options.time else {}
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
+            if self.options.top_k > 0:  # the re-timings launch as a user does
+                self._launcher_built(LAUNCHER_WAIT_S - (time.perf_counter() - t0))
             retaken = retake_host_bound(self, strategy, runner, store, key, evals)
             final = retime_top(self, strategy, runner, store, key, total, t0, evals)
             verdict = decide(final, self.options.seed) if final else None
@@ -246,7 +249,10 @@ class Sweep:
         lookahead = runner.slots * 2 + (pool._max_workers if pool is not None else 0)
         asked, starved = 0, False
         ahead: cf.Future | None = None  # the kernel's launcher, built beside the first compiles
-        builds_launcher = hasattr(get_backend(spec.backend), "launcher_ahead")
+        backend = get_backend(spec.backend)
+        builds_launcher = hasattr(backend, "launcher_ahead")
+        # a worker that can launch without it (Triton 3.6: direct_launch) is not held for it
+        quick_capable = builds_launcher and getattr(backend, "quick_launch", lambda: False)()
         ahead_config: Config | None = None
         while not self.stopped:
             while (asked < total and not starved
@@ -264,29 +270,32 @@ class Sweep:
                     self._emit(evals, stored, True, total, t0, best)
                 elif pool is not None:
                     if ahead is None and builds_launcher:
-                        ahead = pool.submit(launcher_ahead, cloudpickle.dumps((spec, c)))
+                        ahead = self._ahead = pool.submit(launcher_ahead,
+                                                          cloudpickle.dumps((spec, c)))
                         ahead_config = c
                     compiling[pool.submit(precompile, cloudpickle.dumps(
                         (spec, c, ahead is not None)))] = c
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
-            held = (ahead is not None and not ahead.done()
-                    and time.perf_counter() - t0 < LAUNCHER_WAIT_S)
+            building = self._ahead is not None  # its result not read yet
+            held = building and not quick_capable and time.perf_counter() - t0 < LAUNCHER_WAIT_S
             while ready and len(running) < runner.slots * 2 and not held:
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
-                running[runner.submit(spec, c, static, race_ms=race)] = c
+                running[runner.submit(spec, c, static, race_ms=race,
+                                      quick=building and quick_capable)] = c
                 self.timeline.mark("run sent", c)
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
-            waiting = [ahead] if held else []
+            waiting = [ahead] if held or (building and quick_capable) else []
             done, _ = cf.wait([*compiling, *running, *waiting], timeout=0.25,
                               return_when=cf.FIRST_COMPLETED)
             for f in done:
                 if f is ahead:
                     self.timeline.mark("launcher built", ahead_config or {})
                     self.launcher = f.result() if f.exception() is None else (False, 0.0)
+                    self._ahead = None
                 elif f in compiling:
                     c = compiling.pop(f)
                     self.timeline.mark("compile back", c)
@@ -316,6 +325,19 @@ class Sweep:
         for f in [*compiling, *running]:
             f.cancel()
         return evals
+
+    def _launcher_built(self, wait_s: float) -> None:
+        """Before the re-timings: wait (up to ``wait_s``) for a launcher task still building,
+        so the top configs are re-timed through Triton's own launcher, as a user launches
+        them, and no worker builds a second one."""
+        if self._ahead is None:
+            return
+        cf.wait([self._ahead], timeout=0.0 if self.stopped else max(wait_s, 0.0))
+        if self._ahead.done():
+            self.timeline.mark("launcher built", {})
+            self.launcher = self._ahead.result() if self._ahead.exception() is None \
+                else (False, 0.0)
+            self._ahead = None
 
     def _record(self, strategy: Any, store: Store, key: StoreKey, result: RunResult,
                 evals: list[Evaluation], total: int, t0: float,

@@ -47,7 +47,7 @@ from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder, is_descriptor
-from jupyter_ktune.backends.triton import jit_warm
+from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
@@ -180,6 +180,12 @@ class TritonBackend:
             return False, 0.0
         _key, request = self._aot_request(spec, config)
         return request.launcher_ahead()
+
+    def quick_launch(self) -> bool:
+        """Whether a worker can launch a compiled kernel before its host launcher is built
+        (Triton 3.6's per-signature launcher: :mod:`.direct_launch`); a sweep then does not
+        hold its first runs for the launcher task."""
+        return direct_launch.per_signature_launcher()
 
     def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
         """The compile of ``config`` as a request a process can run: (its cache key, it)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.base import QUICK_LAUNCH
 from jupyter_ktune.backends.torch_interop import (
     differing_elements,
     guards_touched,
@@ -29,6 +30,7 @@ from jupyter_ktune.backends.triton.config_arguments import (
     rebind,
     sized_output,
 )
+from jupyter_ktune.backends.triton import direct_launch
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.backends.uploads import pristine
@@ -112,6 +114,10 @@ class TritonBound:
         self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
         self._hooks = Hooks(variant.chain, cfg, self.kwargs)
         self._launcher = variant.chain.jit[self.grid]
+        #: appended to the timing's method: how the kernel is launched, when not Triton's way
+        self.launch_note = direct_launch.prepare(variant.chain.jit, self.grid, self.kwargs,
+                                                 QUICK_LAUNCH.get()) \
+            if variant.device != "cpu" and direct_launch.per_signature_launcher() else ""
 
     def _array(self, name: str, value: Any, block: list[int] | None) -> Any:
         """The guarded device copy of one array argument (outputs and inputs recorded); for a
@@ -189,7 +195,9 @@ class TritonBound:
         """Grid, threads per program and options of this launch."""
         warps = int(self.variant.options.get("num_warps", 4))
         return {"grid": self.grid, "block": (32 * warps, 1, 1), "kernel": self.variant.spec.name,
-                "options": dict(self.variant.options), "constexprs": dict(self.constexprs)}
+                "options": dict(self.variant.options), "constexprs": dict(self.constexprs),
+                **({"launcher": "cuLaunchKernel (Triton's launcher not built yet)"}
+                   if self.launch_note else {})}
 
 
 def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
