@@ -182,10 +182,14 @@ class TritonBackend:
         return request.launcher_ahead()
 
     def quick_launch(self) -> bool:
-        """Whether a worker can launch a compiled kernel before its host launcher is built
-        (Triton 3.6's per-signature launcher: :mod:`.direct_launch`); a sweep then does not
-        hold its first runs for the launcher task."""
-        return direct_launch.per_signature_launcher()
+        """Whether a sweep's workers launch compiled kernels before their host launcher is
+        built (Triton 3.6's per-signature launcher: :mod:`.direct_launch`), so the sweep does
+        not hold its first runs for the launcher task. Opt-in (``KTUNE_QUICK_LAUNCH=1``): on
+        the H200 it brought the first results forward but not the sweep's end, and its
+        first-pass timings of microsecond kernels, taken while the compiles still ran, read
+        up to 10x high (bench/results/corpus_vs_autotune/2026-12-02-1357)."""
+        return os.environ.get(direct_launch.QUICK_LAUNCH_ENV) == "1" and \
+            direct_launch.per_signature_launcher()
 
     def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
         """The compile of ``config`` as a request a process can run: (its cache key, it)."""

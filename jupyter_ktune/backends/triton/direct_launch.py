@@ -16,7 +16,14 @@ and the timing's method says so.
 It is used only where it is provably the same launch: the argument sizes packed here must equal
 the parameter sizes the driver reports for the function (``cuFuncGetParamInfo``), and a kernel
 with tuples, tensor descriptors, clusters (``num_ctas`` > 1), PDL, cooperative launch, scratch
-memory or load hooks keeps Triton's launcher (the reason is returned, not raised). Newer Tritons
+memory keeps Triton's launcher (the reason is returned, not raised).
+
+A sweep uses it only when asked (``KTUNE_QUICK_LAUNCH=1``). On the H200 the launches matched
+Triton's bit for bit (bench/results/direct_launch_check/2026-12-02-1357), and a sweep's first
+results came at 0.09-0.12 s instead of 0.21-0.27 s, but its end did not move (the re-timings
+wait for Triton's launcher), and first-pass timings of microsecond kernels taken while the
+compiles were still running read up to 10x their re-timed medians
+(bench/results/corpus_vs_autotune/2026-12-02-1357). Until that is explained it stays opt-in. Newer Tritons
 launch every kernel through one prebuilt generic launcher and have nothing to wait for: there
 :func:`per_signature_launcher` is False and nothing here is used.
 """
@@ -288,6 +295,9 @@ def prepare(jit: Any, grid: tuple[int, ...], kwargs: Mapping[str, Any], quick: b
     _installed.add(id(kernel))
     return DIRECT_NOTE
 
+
+#: Set to 1 to let a sweep launch this way (``TritonBackend.quick_launch``); off by default.
+QUICK_LAUNCH_ENV = "KTUNE_QUICK_LAUNCH"
 
 DIRECT_NOTE = ("; launched with cuLaunchKernel on Triton's cubin while Triton's launcher was "
                "being built (same kernel, grid, block and shared memory; the host's enqueue "
