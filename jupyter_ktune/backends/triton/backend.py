@@ -184,10 +184,9 @@ class TritonBackend:
     def quick_launch(self) -> bool:
         """Whether a sweep's workers launch compiled kernels before their host launcher is
         built (Triton 3.6's per-signature launcher: :mod:`.direct_launch`), so the sweep does
-        not hold its first runs for the launcher task. Opt-in (``KTUNE_QUICK_LAUNCH=1``): on
-        the H200 it brought the first results forward but not the sweep's end, and its
-        first-pass timings of microsecond kernels, taken while the compiles still ran, read
-        up to 10x high (bench/results/corpus_vs_autotune/2026-12-02-1357)."""
+        not hold its first runs for the launcher task. Opt-in (``KTUNE_QUICK_LAUNCH=1``) until
+        more than one interleaved A/B backs it: on the H200 three short sweeps ended 20-40 %
+        sooner with it (bench/results/corpus_vs_autotune/2026-12-02-1420, -1422, -1424)."""
         return os.environ.get(direct_launch.QUICK_LAUNCH_ENV) == "1" and \
             direct_launch.per_signature_launcher()
 

@@ -19,13 +19,11 @@ with tuples, tensor descriptors, clusters (``num_ctas`` > 1), PDL, cooperative l
 memory keeps Triton's launcher (the reason is returned, not raised).
 
 A sweep uses it only when asked (``KTUNE_QUICK_LAUNCH=1``). On the H200 the launches matched
-Triton's bit for bit (bench/results/direct_launch_check/2026-12-02-1357), and a sweep's first
-results came at 0.09-0.12 s instead of 0.21-0.27 s, but its end did not move (the re-timings
-wait for Triton's launcher), and first-pass timings of microsecond kernels taken while the
-compiles were still running read up to 10x their re-timed medians
-(bench/results/corpus_vs_autotune/2026-12-02-1357). Until that is explained it stays opt-in. Newer Tritons
-launch every kernel through one prebuilt generic launcher and have nothing to wait for: there
-:func:`per_signature_launcher` is False and nothing here is used.
+Triton's bit for bit (bench/results/direct_launch_check/2026-12-02-1357). In one interleaved
+A/B of three short sweeps (off, on, off: bench/results/corpus_vs_autotune/2026-12-02-1420,
+-1422, -1424) the sweeps took 0.45-0.99 s with it against 0.58-1.29 s without, and their first
+results came at 0.10-0.50 s instead of 0.30-0.71 s. One A/B is too little to change the
+default; first-pass timings read high in runs with it and without it (1357, 1422; 1420).
 """
 
 from __future__ import annotations
