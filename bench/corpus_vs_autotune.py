@@ -26,6 +26,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -96,7 +97,17 @@ def ktune_side(spec: Any, store: Path) -> dict:
                            ([e.result for e in report.evaluations], report.final)],
             "worker_ms": sweep_phases.worker_ms(report),
             "sweep_ms": {json.dumps(dict(sorted(e.result.config.items()))): e.result.median_ms
-                         for e in report.evaluations if e.result.ok}}
+                         for e in report.evaluations if e.result.ok},
+            # each first-pass timing's empty-kernel floor (us), read from its method text: a
+            # floor far above the few us of a busy GPU says the events timed the host
+            "sweep_floor_us": {json.dumps(dict(sorted(e.result.config.items()))): _floor_us(
+                e.result.method) for e in report.evaluations if e.result.ok},
+            "held": sum("behind a hold" in (e.result.method or "") for e in report.evaluations)}
+
+
+def _floor_us(method: str | None) -> float | None:
+    found = re.search(r"empty-kernel floor ([0-9.]+) us", method or "")
+    return float(found.group(1)) if found else None
 
 
 def autotuner_of(kernel: Any) -> Any:

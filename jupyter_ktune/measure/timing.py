@@ -10,8 +10,9 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
    microsecond kernel's timing in a sweep (issue 21).
 3. Timed runs in batches. Before each run the L2 is flushed by writing a buffer several times
    its size (unless warm-cache numbers were asked for); device events bracket the kernel alone.
-   There is no host synchronize between runs: the flush keeps the GPU busy, so the launch latency
-   of the next kernel is hidden and the events measure the kernel, not the host.
+   There is no host synchronize between runs, and each batch is enqueued behind a hold
+   (``measure.held_runs``): the GPU waits at a gate until the host has queued the whole batch,
+   so no run's events wait on a launch call and the events measure the kernel, not the host.
 4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or
    spans no more than one tick of the event clock (32 ns on the H200: a median is not located
    finer than the clock's quantum, and a microsecond kernel asked for 0.5 % ran to its budget),
@@ -51,6 +52,7 @@ import numpy as np
 
 from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.measure.device_timer import DeviceTimer, HostClock  # noqa: F401 - API
+from jupyter_ktune.measure.held_runs import HOLD_MAX_NS, HOLD_NOTE, can_hold, enqueue, hold_timeouts
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
@@ -112,33 +114,12 @@ class Stages:
         self._t = now
 
 
-def _one_run(fn: Callable[[], None], timer: DeviceTimer, flush: bool) -> tuple[Any, Any]:
-    """Enqueue one timed run of ``fn``: the flush, then ``fn`` between two events."""
-    if flush:
-        timer.flush_l2()
-    start, end = timer.new_event(), timer.new_event()
-    timer.record(start)
-    fn()
-    timer.record(end)
-    return start, end
-
-
-def _enqueue(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool) -> list:
-    pairs = [_one_run(launch, timer, flush) for _ in range(n)]
-    timer.synchronize()
-    return pairs
-
-
 def _interleaved(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
                  every: int, start: int) -> tuple[list[float], list[float]]:
     """Event times of ``n`` runs of the kernel and of the empty kernel run after every
-    ``every``-th of them (counting from run ``start`` of the measurement), both flushed."""
-    pairs, empties = [], []
-    for i in range(start, start + n):
-        pairs.append(_one_run(launch, timer, flush))
-        if i % every == every - 1:
-            empties.append(_one_run(timer.empty_launch, timer, flush))
-    timer.synchronize()
+    ``every``-th of them (counting from run ``start`` of the measurement), both flushed and
+    held (``measure.held_runs``)."""
+    pairs, empties = enqueue(launch, timer, n, flush, every=every, start=start)
     times = [timer.elapsed_ms(b, e) for b, e in pairs]
     empty = [timer.elapsed_ms(b, e) for b, e in empties]
     _spent.append(sum(times) + sum(empty))
@@ -167,14 +148,14 @@ def timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bo
                 kernel_clock: bool = False) -> tuple[list[float], list[float] | None]:
     """Event times for ``n`` runs and, when asked and possible, CUPTI kernel times."""
     if not kernel_clock:
-        pairs = _enqueue(launch, timer, n, flush)
+        pairs = enqueue(launch, timer, n, flush)[0]
         times = [timer.elapsed_ms(s, e) for s, e in pairs]
         _spent.append(sum(times))
         return times, None
     from jupyter_ktune.measure.cupti import KernelActivity, per_run_durations
 
-    with KernelActivity() as act:
-        pairs = _enqueue(launch, timer, n, flush)
+    with KernelActivity() as act:  # not held: the records time the GPU whatever the host does
+        pairs = enqueue(launch, timer, n, flush, hold=False)[0]
     events = [timer.elapsed_ms(s, e) for s, e in pairs]
     _spent.append(sum(events))
     return events, per_run_durations(act.records, n, skip=FLUSH_KERNEL_NAME)
@@ -278,6 +259,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     flush = not plan.warm_cache
     _spent.clear()
     stages = Stages()
+    timeouts0 = hold_timeouts(timer)
     launch()
     timer.synchronize()
     estimate = float(np.median(timed_runs(launch, timer, 5, flush)[0]))
@@ -375,13 +357,23 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             clock += (f" minus the event overhead {overhead_ms * 1e3:.2f} us (empty-kernel floor "
                       f"{floor_ms * 1e3:.2f} us, median of {how}{own})")
     ready = " (the SM clock read at its maximum before them)" if plan.clock_ready else ""
+    timed_out = hold_timeouts(timer) - timeouts0
     host_bound = (not isinstance(timer, HostClock) and not use_cupti
-                  and floor_ms > HOST_BOUND_FLOOR_MS)
-    starved = (f"; {HOST_BOUND_MARK}: an empty kernel's events read {floor_ms * 1e3:.1f} us (a few us "
-               "when the GPU is kept busy), so the GPU waited for the host between runs and "
-               "these times hold host time: time again with the host idle" if host_bound else "")
+                  and (floor_ms > HOST_BOUND_FLOOR_MS or timed_out > 0))
+    if timed_out > 0:
+        starved = (f"; {HOST_BOUND_MARK}: {timed_out} hold(s) timed out after "
+                   f"{HOLD_MAX_NS / 1e6:g} ms before the host had queued the batch, so runs may "
+                   "have waited on the host and these times may hold host time: time again "
+                   "with the host idle")
+    elif host_bound:
+        starved = (f"; {HOST_BOUND_MARK}: an empty kernel's events read {floor_ms * 1e3:.1f} us "
+                   "(a few us when the GPU is kept busy), so the GPU waited for the host between "
+                   "runs and these times hold host time: time again with the host idle")
+    else:
+        starved = ""
+    held = HOLD_NOTE if can_hold(timer) and not use_cupti else ""
     method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "
-              f"{len(times)}{raced}{starved}")
+              f"{len(times)}{held}{raced}{starved}")
     host_us = _host_launch_us(launch, timer)
     stages.tick("host launch")
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,

@@ -23,6 +23,16 @@ extern "C" __global__ void ktune_l2_flush(const int4* __restrict__ buf, long lon
   if (acc == 0x7fffffff) sink[0] = acc;  // never true (the buffer is zero); keeps the loads
 }
 extern "C" __global__ void ktune_empty() {}
+// The hold (measure/held_runs.py): wait until the host writes `epoch` into `gate` from another
+// stream, or `max_ns` pass (then count a timeout). One thread; volatile reads go to L2.
+extern "C" __global__ void ktune_hold(const volatile int* gate, int epoch,
+                                      unsigned long long max_ns, int* timeouts) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  t = t0;
+  while (*gate < epoch && t - t0 < max_ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  if (*gate < epoch) atomicAdd(timeouts, 1);
+}
 """
 
 class CupyTimer:
@@ -41,6 +51,13 @@ class CupyTimer:
         self._flush_kernel = module.get_function("ktune_l2_flush")
         self._empty_kernel = module.get_function("ktune_empty")
         self._flush_grid = (sm_count * 4,)
+        self._hold_kernel = module.get_function("ktune_hold")
+        self._gate = cupy.zeros(2, dtype=cupy.int32)  # [gate, timeouts]
+        self._word, self._timeouts = self._gate[:1], self._gate[1:]
+        self._epoch = 0
+        # non-blocking: a stream that synchronised with the legacy default stream would wait
+        # for the held work it is meant to release
+        self._side = cupy.cuda.Stream(non_blocking=True)
 
     def synchronize(self) -> None:
         """Wait for all work queued on the current stream."""
@@ -61,6 +78,23 @@ class CupyTimer:
     def empty_launch(self) -> None:
         """Enqueue the empty kernel, to measure what the events add."""
         self._empty_kernel((1,), (32,), ())
+
+    def hold(self) -> None:
+        """Enqueue the hold kernel: the stream waits until :meth:`release` (measure/held_runs)."""
+        from jupyter_ktune.measure.held_runs import HOLD_MAX_NS
+
+        self._epoch += 1
+        self._hold_kernel((1,), (1,), (self._gate, np.int32(self._epoch),
+                                       np.uint64(HOLD_MAX_NS), self._timeouts))
+
+    def release(self) -> None:
+        """Open the gate of the last hold from the side stream."""
+        with self._side:
+            self._word.fill(self._epoch)
+
+    def hold_timeouts(self) -> int:
+        """How many holds timed out so far (reads the device counter: synchronizes)."""
+        return int(self._timeouts.get()[0])
 
     def kernel_clock(self) -> str | None:
         """Return None when CUPTI kernel records work, else the reason they don't."""

@@ -27,6 +27,26 @@ def ktune_l2_flush(buf, n, sink, BLOCK: tl.constexpr):
 @triton.jit
 def ktune_empty(sink):
     pass
+
+
+@triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit(do_not_specialize=["epoch"])
+def ktune_hold(gate, timeouts, epoch, MAX_NS: tl.constexpr):
+    # the hold (measure/held_runs.py): wait until the host writes `epoch` into `gate` from
+    # another stream, or MAX_NS pass (then count a timeout)
+    t0 = _globaltimer()
+    t = t0
+    seen = tl.load(gate, volatile=True)
+    while (seen < epoch) & (t - t0 < MAX_NS):
+        seen = tl.load(gate, volatile=True)
+        t = _globaltimer()
+    if seen < epoch:
+        tl.atomic_add(timeouts, 1)
 '''
 
 
@@ -45,6 +65,11 @@ class TorchTimer:
         mod = load_module(_TIMER_SOURCE, "timer")
         self._flush = mod.ktune_l2_flush[(sm_count * 4,)]
         self._empty = mod.ktune_empty[(1,)]
+        self._hold = mod.ktune_hold[(1,)]
+        self._gate = torch.zeros(2, dtype=torch.int32, device="cuda")  # [gate, timeouts]
+        self._word, self._timeouts = self._gate[:1], self._gate[1:]
+        self._epoch = 0
+        self._side = torch.cuda.Stream()  # torch's streams do not sync with the default one
 
     def synchronize(self) -> None:
         """Wait for the current stream."""
@@ -70,11 +95,29 @@ class TorchTimer:
         """Enqueue an empty Triton kernel (its launch path is the same as the user's)."""
         self._empty(self._sink)
 
+    def hold(self) -> None:
+        """Enqueue the hold kernel: the stream waits until :meth:`release` (measure/held_runs)."""
+        from jupyter_ktune.measure.held_runs import HOLD_MAX_NS
+
+        self._epoch += 1
+        self._hold(self._gate, self._timeouts, self._epoch, MAX_NS=HOLD_MAX_NS, num_warps=1)
+
+    def release(self) -> None:
+        """Open the gate of the last hold from the side stream."""
+        with self._torch.cuda.stream(self._side):
+            self._word.fill_(self._epoch)
+
+    def hold_timeouts(self) -> int:
+        """How many holds timed out so far (reads the device counter: synchronizes)."""
+        return int(self._timeouts.item())
+
     def warmed(self) -> TorchTimer:
-        """Launch the flush and the empty kernel once (their JIT compiles and launcher builds),
-        wait for them, and return self."""
+        """Launch the flush, the empty kernel and a hold once (their JIT compiles and launcher
+        builds), wait for them, and return self."""
         self.flush_l2()
         self.empty_launch()
+        self.hold()
+        self.release()
         self.synchronize()
         return self
 

@@ -1,0 +1,137 @@
+"""Timed runs enqueued behind a hold (measure/held_runs.py), against a simulated device queue.
+
+The fake models what went wrong on the H200: a host whose launch calls are slower than the GPU
+work they enqueue. Without a hold the GPU drains its queue, reaches each start event early and
+the events time the host's launch call; the floor's empty kernel has a cheaper launch call, so
+the difference of the two host times passes for a kernel time several times the real one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_ktune.measure.held_runs import HOLD_RUNS, held_batches
+from jupyter_ktune.measure.timing import HOST_BOUND_MARK, TimingPlan, time_kernel
+
+
+class QueueTimer:
+    """A GPU that runs queued work in order, never before the host has enqueued it, and never
+    past a hold before its release. Host cost per call and GPU cost per op are in ms."""
+
+    name = "queue"
+    l2_flush_bytes = 1 << 20
+
+    def __init__(self, kernel_ms: float = 0.001, host: dict | None = None, can_hold: bool = True,
+                 hold_fails: bool = False) -> None:
+        self.kernel_ms = kernel_ms
+        self.host_ms = {"flush": 0.004, "record": 0.002, "kernel": 0.022, "empty": 0.015,
+                        **(host or {})}
+        self.gpu_ms = {"flush": 0.005, "record": 0.0, "kernel": kernel_ms, "empty": 0.0003}
+        self.h = 0.0  # host clock
+        self.g = 0.0  # when the GPU is done with everything queued so far
+        self.pending: list | None = None  # ops queued behind a hold not yet released
+        self.holds = self.releases = self.timeouts = 0
+        self.hold_fails = hold_fails
+        if not can_hold:
+            self.hold = self.release = self.hold_timeouts = None  # type: ignore[assignment]
+
+    def _op(self, kind: str, event: list | None = None) -> None:
+        self.h += self.host_ms[kind]
+        if self.pending is not None:
+            self.pending.append((kind, event))
+            return
+        self._run(kind, event, self.h)
+
+    def _run(self, kind: str, event: list | None, ready: float) -> None:
+        self.g = max(self.g, ready) + self.gpu_ms[kind]
+        if event is not None:
+            event.append(self.g)
+
+    def hold(self) -> None:
+        self.holds += 1
+        self.h += 0.02
+        self.pending = []
+
+    def release(self) -> None:
+        self.releases += 1
+        self.h += 0.005
+        ops, self.pending = self.pending or [], None
+        if self.hold_fails:  # the gate timed out: the ops run as the host enqueued them
+            self.timeouts += 1
+            return self._replay_unheld(ops)
+        start = max(self.g, self.h)
+        for kind, event in ops:
+            self._run(kind, event, start)
+
+    def _replay_unheld(self, ops: list) -> None:
+        # as if they had not been held: each op no earlier than its own enqueue time (spread
+        # evenly over the host time the batch took)
+        for kind, event in ops:
+            self._run(kind, event, self.h)
+
+    def hold_timeouts(self) -> int:
+        return self.timeouts
+
+    def synchronize(self) -> None:
+        self.h = max(self.h, self.g)
+
+    def new_event(self) -> list:
+        return []
+
+    def record(self, event: list) -> None:
+        self._op("record", event)
+
+    def elapsed_ms(self, start: list, end: list) -> float:
+        return end[0] - start[0]
+
+    def flush_l2(self) -> None:
+        self._op("flush")
+
+    def launch(self) -> None:
+        self._op("kernel")
+
+    def empty_launch(self) -> None:
+        self._op("empty")
+
+    def graph_ms(self, launch, launches):  # noqa: ANN001
+        return self.gpu_ms["empty"]
+
+    def kernel_clock(self) -> str | None:
+        return "no CUPTI in tests"
+
+
+PLAN = TimingPlan(budget_ms=20, min_runs=40, max_runs=200)
+
+
+def test_a_slow_host_inflates_a_microsecond_kernel_unless_the_runs_are_held():
+    unheld = time_kernel(lambda: t0.launch(), t0 := QueueTimer(can_hold=False), PLAN)
+    held = time_kernel(lambda: t1.launch(), t1 := QueueTimer(), PLAN)
+    # unheld: the events time host launch calls, and the floor's cheaper call does not cancel
+    # them; the floor itself stays under the HOST-BOUND threshold, so nothing flags it
+    assert unheld.median_ms > 0.005, unheld.median_ms
+    assert HOST_BOUND_MARK not in unheld.method
+    assert held.median_ms == pytest.approx(0.001, abs=1e-6), held.median_ms
+    assert "behind a hold" in held.method and HOST_BOUND_MARK not in held.method
+    assert t1.holds == t1.releases > 0
+
+
+def test_a_hold_that_times_out_marks_the_timing_host_bound_and_says_which_rule():
+    t = QueueTimer(hold_fails=True)
+    timing = time_kernel(t.launch, t, PLAN)
+    assert timing.host_bound
+    assert f"{HOST_BOUND_MARK}: " in timing.method and "hold(s) timed out" in timing.method
+
+
+def test_a_quick_host_reads_the_same_held_or_not():
+    fast = {"flush": 0.0005, "record": 0.0002, "kernel": 0.001, "empty": 0.001}
+    unheld = time_kernel(lambda: a.launch(), a := QueueTimer(host=fast, can_hold=False), PLAN)
+    held = time_kernel(lambda: b.launch(), b := QueueTimer(host=fast), PLAN)
+    assert unheld.median_ms == pytest.approx(held.median_ms, abs=1e-6) == pytest.approx(0.001)
+    assert "behind a hold" not in unheld.method
+
+
+def test_batches_are_cut_so_the_launch_queue_holds_a_whole_one():
+    assert held_batches(0, True) == []
+    assert held_batches(10, True) == [10]
+    assert held_batches(HOLD_RUNS * 2 + 3, True) == [HOLD_RUNS, HOLD_RUNS, 3]
+    assert held_batches(HOLD_RUNS * 2 + 3, False) == [HOLD_RUNS * 2 + 3]
