@@ -8,15 +8,18 @@ launch calls. ``measure.held_runs`` enqueues each batch behind a hold. This time
 kernels both ways, interleaved (A B A B ...), in three host conditions:
 
 * ``idle``: nothing else runs;
-* ``gil``: two Python threads in this process compute, as the worker's own threads do when a
-  compile result is unpickled or a static report is built beside a timing;
+* ``gil``: a Python thread in this process computes in bursts (2 ms of work, 3 ms asleep), as
+  the worker's own threads do when a compile result is unpickled or a static report is built
+  beside a timing (two threads computing without pause starved the timing thread so badly, at
+  5 ms per GIL switch, that the first attempt ran past its 120 s cap:
+  bench/results/hold_ab/2026-12-02-1654);
 * ``cpu``: one busy process per core, as the compile pool's processes are during a sweep.
 
 Kernels: a Triton corpus kernel as a sweep binds it (fla's chunk cumsum, ~1.4 us) and, through
 CuPy, a 4096-element scale (~2 us) and a 64 MiB copy (~30 us: held and unheld must agree there,
 where the unheld protocol agreed with ncu to 1 %).
 
-    python3 bench/hold_ab.py --rounds 5 --out $OUT      # H200
+    python3 bench/hold_ab.py --rounds 3 --out $OUT      # H200
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ def _burn(stop: Any) -> None:
         sum(i * i for i in range(2000))
 
 
+def _bursts(stop: Any) -> None:
+    while not stop.is_set():
+        t_end = time.perf_counter() + 0.002
+        while time.perf_counter() < t_end:
+            sum(i * i for i in range(200))
+        time.sleep(0.003)
+
+
 class Load:
     """A host condition, started and stopped around a block."""
 
@@ -65,8 +76,7 @@ class Load:
 
     def __enter__(self) -> Load:
         if self.kind == "gil":
-            self.parts = [threading.Thread(target=_burn, args=(self.stop_t,), daemon=True)
-                          for _ in range(2)]
+            self.parts = [threading.Thread(target=_bursts, args=(self.stop_t,), daemon=True)]
         elif self.kind == "cpu":
             self.parts = [mp.Process(target=_burn, args=(self.stop_p,), daemon=True)
                           for _ in range(os.cpu_count() or 4)]
@@ -124,21 +134,28 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--budget-ms", type=float, default=10.0, help="a sweep's first-pass budget")
+    ap.add_argument("--cap-s", type=float, default=25.0, help="wall seconds per host condition")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     import numpy as np
 
     from jupyter_ktune.measure.timing import HOST_BOUND_MARK, TimingPlan, time_kernel
 
+    print("building the kernels", flush=True)
     kernels = {"triton fla-chunk-cumsum": triton_kernel("fla-chunk-cumsum"), **cupy_kernels()}
     plan = TimingPlan(budget_ms=a.budget_ms)
     rows: list[dict] = []
     for cond in ("idle", "gil", "cpu"):
+        t_cond = time.perf_counter() + a.cap_s
         with Load(cond):
             for name, (launch, timer) in kernels.items():
                 for arm_timer in (timer, Unheld(timer)):  # warm both paths once
                     time_kernel(launch, arm_timer, plan)
                 for r in range(a.rounds):
+                    if time.perf_counter() > t_cond:
+                        print(f"[hold_ab] {cond}: past --cap-s {a.cap_s:g}, {name} round {r} "
+                              "and after not run", flush=True)
+                        break
                     for arm, t in (("held", timer), ("unheld", Unheld(timer))):
                         t0 = time.perf_counter()
                         tm = time_kernel(launch, t, plan)
@@ -148,6 +165,8 @@ def main() -> int:
                                      "wall_ms": (time.perf_counter() - t0) * 1e3,
                                      "host_bound": HOST_BOUND_MARK in tm.method,
                                      "method": tm.method})
+                        print(cond, name, arm, r, f"{tm.median_ms * 1e3:.2f} us",
+                              f"{rows[-1]['wall_ms']:.0f} ms", flush=True)
     timeouts = {n: int(t.hold_timeouts()) for n, (_l, t) in kernels.items()}
     summary = []
     for cond in ("idle", "gil", "cpu"):
@@ -155,6 +174,8 @@ def main() -> int:
             for arm in ("held", "unheld"):
                 rs = [r for r in rows if (r["condition"], r["kernel"], r["arm"]) == (cond, name, arm)]
                 m = [r["median_us"] for r in rs]
+                if not m:
+                    continue
                 summary.append({"condition": cond, "kernel": name, "arm": arm,
                                 "median_of_medians_us": float(np.median(m)),
                                 "min_us": min(m), "max_us": max(m),

@@ -110,7 +110,7 @@ REGISTRY: dict[str, Bench] = {
         "Does a kernel launched with cuLaunchKernel on Triton's cubin (while Triton 3.6 builds "
         "its launcher) give bitwise the same outputs and device time as Triton's launch?"),
     "hold_ab": Bench(
-        "hold_ab.py", "--rounds 5 --out {out}", 150,
+        "hold_ab.py", "--rounds 3 --out {out}", 120,
         "Do timed runs enqueued behind a hold read a microsecond kernel's time with the host "
         "busy, where unheld runs read the host's launch calls?"),
     "floor_ab": Bench(
