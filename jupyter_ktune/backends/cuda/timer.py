@@ -58,6 +58,12 @@ class CupyTimer:
         # non-blocking: a stream that synchronised with the legacy default stream would wait
         # for the held work it is meant to release
         self._side = cupy.cuda.Stream(non_blocking=True)
+        # compile the release's fill kernel now: compiled on the first release, it kept the
+        # first hold waiting past its timeout (bench/results/hold_ab/2026-12-02-1700)
+        with self._side:
+            self._word.fill(-1)
+            self._word.fill(0)
+        self._side.synchronize()
 
     def synchronize(self) -> None:
         """Wait for all work queued on the current stream."""
