@@ -64,8 +64,8 @@ class QueueTimer:
             self._run(kind, event, start)
 
     def _replay_unheld(self, ops: list) -> None:
-        # as if they had not been held: each op no earlier than its own enqueue time (spread
-        # evenly over the host time the batch took)
+        # the gate gave up: the GPU ran the batch as the host released it (the simulation does
+        # not model what it read); what the protocol must do is count the timeout
         for kind, event in ops:
             self._run(kind, event, self.h)
 
