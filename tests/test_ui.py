@@ -65,7 +65,7 @@ def test_jest_unit_tests():
 @pytest.mark.ui
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent (apt-get install chromium)")
 # its own limits are the two subprocess timeouts below; the suite's 600 s default cut it off in
-# CI (the npm install and ten browser tests took 521 s on a 2-core host with nothing else running)
+# CI (here the npm install and the 15 browser tests took 521 s on 2 cores, beside light other work)
 @pytest.mark.timeout(900 + 2400 + 60)
 def test_browser():
     """Highlighting, compile-error marks and the gutter, in JupyterLab in chromium."""
