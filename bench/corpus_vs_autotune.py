@@ -189,7 +189,16 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096, help="the matmul's M = N = K")
     ap.add_argument("--check", action="store_true", help="CPU: build every spec, no GPU")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--quick-launch", choices=("on", "off"),
+                    help="set KTUNE_QUICK_LAUNCH for this run (default: as the environment has it)")
+    ap.add_argument("--arms", help="an interleaved A/B: e.g. 'off,on,on,off' runs this benchmark "
+                    "once per arm, each in a fresh process with cold caches and that "
+                    "--quick-launch, and prints the arms' ratios side by side")
     a = ap.parse_args()
+    if a.arms:
+        return run_arms(a)
+    if a.quick_launch:
+        os.environ["KTUNE_QUICK_LAUNCH"] = "1" if a.quick_launch == "on" else "0"
     corpus = corpus_entries()
     names = a.names or ["matmul"] + [i for i, e in corpus.items()
                                      if e.backend == "triton" and "autotune" in e.construct]
@@ -269,6 +278,41 @@ def main() -> int:
           f"pool start {out['pool_start_s']:.1f} s apart")
     if a.out:
         (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+def run_arms(a: argparse.Namespace) -> int:
+    """Each arm in its own process, one after the other (back to back on one machine, so the
+    arms share its state: clocks, power, other load), then one table: the arms' sweep walls,
+    first results and ratios per kernel, and each arm's median ratio."""
+    import subprocess
+
+    arms = [x.strip() for x in a.arms.split(",") if x.strip()]
+    if not arms or any(x not in ("on", "off") for x in arms):
+        raise SystemExit("[bench] --arms takes a comma list of on/off, e.g. --arms off,on,on,off")
+    results: list[tuple[str, dict]] = []
+    for i, arm in enumerate(arms):
+        out = (a.out or Path(tempfile.mkdtemp(prefix="ktune-arms-"))) / f"arm{i}-{arm}"
+        argv = [sys.executable, __file__, *a.names, "--size", str(a.size), "--quick-launch",
+                arm, "--out", str(out)]
+        print(f"== arm {i}: quick launch {arm}: {' '.join(argv)}", flush=True)
+        rc = subprocess.run(argv).returncode
+        path = out / "corpus_vs_autotune.json"
+        results.append((arm, json.loads(path.read_text()) if path.exists() else {}))
+        print(f"== arm {i} rc={rc}", flush=True)
+    names = list(dict.fromkeys(n for _arm, r in results for n in r.get("kernels", {})))
+    print("\nkernel                 " + " ".join(f"{f'{i}:{arm}':>22}" for i, (arm, _r) in
+                                               enumerate(results)) + "   (ktune s / first s / ratio)")
+    for n in names:
+        cells = []
+        for _arm, r in results:
+            k = r.get("kernels", {}).get(n, {})
+            cells.append(f"{k['ktune']['wall_s']:6.2f} {k['ktune']['first_result_s'] or 0:5.2f} "
+                         f"{k['ratio']:5.2f}x" if "ratio" in k else f"{'-':>20}")
+        print(f"{n:22} " + " ".join(f"{c:>22}" for c in cells))
+    print("median ratio per arm: " + ", ".join(
+        f"{i}:{arm} {r.get('median_ratio') or float('nan'):.2f}x" for i, (arm, r) in
+        enumerate(results)))
     return 0
 
 
