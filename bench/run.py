@@ -93,6 +93,10 @@ REGISTRY: dict[str, Bench] = {
     "sweep_vs_kernel_tuner": Bench(
         "sweep_vs_kernel_tuner.py", "--store {out}/kt.sqlite --out {out}/kernel_tuner_compare.json",
         130, "Do ktune and Kernel Tuner pick the same winner for one CUDA kernel, in what time?"),
+    "convolution_vs_kernel_tuner": Bench(
+        "convolution_vs_kernel_tuner.py", "--out {out}", 300,
+        "On Kernel Tuner's own convolution (from its PyPI sdist), is a sweep >= 2x faster than "
+        "Kernel Tuner's brute force over the same space, with the same winner?"),
     "corpus_vs_autotune": Bench(
         "corpus_vs_autotune.py", "--out {out}", 400,
         "On kernels that carry their own autotune list, is a sweep >= 3x faster than "

@@ -75,14 +75,15 @@ def ktune_spec() -> Any:
         directives + BODY, {"inputs": inputs, "reference": reference})
 
 
-def run_ktune(store: Path) -> dict:
-    """Exhaustive ktune sweep on the CUDA backend (worker started first, timed apart)."""
+def run_ktune(store: Path, spec: Any = None, names: tuple[str, ...] = tuple(PARAMS)) -> dict:
+    """Exhaustive ktune sweep on the CUDA backend (worker started first, timed apart); the
+    per-config times are keyed by ``names``' values joined with 'x' (Kernel Tuner's order)."""
     import sweep_phases
 
     import jupyter_ktune
 
     start_s = sweep_phases.start_worker("cuda")
-    spec = ktune_spec()
+    spec = spec if spec is not None else ktune_spec()
     t0 = time.perf_counter()
     report = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=3,
                                 on_result=lambda p: print(p.text(), flush=True))
@@ -90,12 +91,15 @@ def run_ktune(store: Path) -> dict:
     best = report.best
     phases = sweep_phases.breakdown(report, wall)
     print("ktune phases: " + sweep_phases.text(phases), flush=True)
+    failed = [e.result for e in report.evaluations if not e.result.ok]
     return {"wall_s": wall, "worker_start_s": start_s, "phases_s": phases,
             "configs": report.valid_configs, "counts": report.counts,
+            "first_failure": failed[0].reason[:400] if failed else None,
+            "first_result_s": report.evaluations[0].at_s if report.evaluations else None,
             "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None,
             "verdict": report.verdict.text() if report.verdict else None,
-            "times": {f"{r.config['block_size_x']}x{r.config['tile']}": r.median_ms
+            "times": {"x".join(str(r.config[n]) for n in names): r.median_ms
                       for r in report.ranked}}
 
 
