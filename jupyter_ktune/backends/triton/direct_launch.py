@@ -18,12 +18,13 @@ the parameter sizes the driver reports for the function (``cuFuncGetParamInfo``)
 with tuples, tensor descriptors, clusters (``num_ctas`` > 1), PDL, cooperative launch, scratch
 memory keeps Triton's launcher (the reason is returned, not raised).
 
-A sweep uses it only when asked (``KTUNE_QUICK_LAUNCH=1``). On the H200 the launches matched
-Triton's bit for bit (bench/results/direct_launch_check/2026-12-02-1357). In one interleaved
-A/B of three short sweeps (off, on, off: bench/results/corpus_vs_autotune/2026-12-02-1420,
--1422, -1424) the sweeps took 0.45-0.99 s with it against 0.58-1.29 s without, and their first
-results came at 0.10-0.50 s instead of 0.30-0.71 s. One A/B is too little to change the
-default; first-pass timings read high in runs with it and without it (1357, 1422; 1420).
+A sweep uses it unless ``KTUNE_QUICK_LAUNCH=0``. On the H200 the launches matched Triton's bit
+for bit (bench/results/direct_launch_check/2026-12-02-1357). In two interleaved A/Bs of three
+short sweeps (off, on, off: bench/results/corpus_vs_autotune/2026-12-02-1420, -1422, -1424; off,
+on: the arms of 2026-12-03-0638) the sweeps ended sooner with it in all six pairs and their
+first results came at 0.10-0.39 s instead of 0.23-0.71 s. The first-pass timings that read high
+in those runs, with it and without it, were host-starved events, since fixed by the hold
+(``measure.held_runs``).
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ def prepare(jit: Any, grid: tuple[int, ...], kwargs: Mapping[str, Any], quick: b
     return DIRECT_NOTE
 
 
-#: Set to 1 to let a sweep launch this way (``TritonBackend.quick_launch``); off by default.
+#: Set to 0 to keep a sweep from launching this way (``TritonBackend.quick_launch``); on by default.
 QUICK_LAUNCH_ENV = "KTUNE_QUICK_LAUNCH"
 
 DIRECT_NOTE = ("; launched with cuLaunchKernel on Triton's cubin while Triton's launcher was "
