@@ -93,10 +93,18 @@ class Load:
 
 
 def triton_kernel(name: str) -> tuple[Any, Any]:
-    from replay_ab import bound_kernel
+    import jupyter_ktune
+    from corpus.entries import BY_ID
+    from jupyter_ktune.backends import get_backend
 
-    bound, timer, _budget = bound_kernel(name)
-    return bound.launch, timer
+    e = BY_ID[name]
+    line, body, _ = e.cell()
+    spec = jupyter_ktune.parse_cell(line, body, {"inputs": e.inputs, "reference": e.reference})
+    config = next(iter(spec.space.configs()))
+    backend = get_backend("triton")
+    backend.device()
+    bound = backend.compile(spec, config).bind(spec.inputs())
+    return bound.launch, backend.timer()
 
 
 def cupy_kernels() -> dict[str, tuple[Any, Any]]:

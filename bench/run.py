@@ -93,10 +93,6 @@ REGISTRY: dict[str, Bench] = {
     "sweep_vs_kernel_tuner": Bench(
         "sweep_vs_kernel_tuner.py", "--store {out}/kt.sqlite --out {out}/kernel_tuner_compare.json",
         130, "Do ktune and Kernel Tuner pick the same winner for one CUDA kernel, in what time?"),
-    "replay_ab": Bench(
-        "replay_ab.py", "--rounds 4 --out {out}", 120,
-        "Do timed runs that replay a Triton kernel's launcher call read the same GPU times as "
-        "runs through its dispatch, in less wall time?"),
     "convolution_vs_kernel_tuner": Bench(
         "convolution_vs_kernel_tuner.py", "--out {out}", 300,
         "On Kernel Tuner's own convolution (from its PyPI sdist), is a sweep >= 2x faster than "

@@ -238,8 +238,7 @@ def _raced_out(times: np.ndarray, floor_ms: float, plan: TimingPlan) -> str:
 
 
 def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
-                plan: TimingPlan | None = None,
-                user_launch: Callable[[], None] | None = None) -> Timing:
+                plan: TimingPlan | None = None) -> Timing:
     """Time ``launch`` with the project's protocol and return every run's device time.
 
     Parameters
@@ -250,9 +249,6 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
         The device runtime's events, L2 flush and graph capture.
     plan
         Budget, precision and cache policy.
-    user_launch
-        The launch as the user's code makes it, when ``launch`` is a cheaper enqueue of the same
-        kernel (a replayed launcher call): the host cost of a launch is measured on it.
 
     Examples
     --------
@@ -378,7 +374,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     held = HOLD_NOTE if can_hold(timer) and not use_cupti else ""
     method = (f"{clock}, {flush_txt}, {warmup} warm-up runs{ready}, median of "
               f"{len(times)}{held}{raced}{starved}")
-    host_us = _host_launch_us(user_launch or launch, timer)
+    host_us = _host_launch_us(launch, timer)
     stages.tick("host launch")
     return Timing(times_ms=np.asarray(times, dtype=np.float64), method=method,
                   event_times_ms=(np.asarray(events, dtype=np.float64)

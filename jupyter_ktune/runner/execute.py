@@ -240,9 +240,11 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
             # A runtime without stream events in Python (JAX) times the bound variant itself.
             own = getattr(timer, "time", None)
-            timing = own(bound, plan) if own else _timed(bound, timer, plan)
+            timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
+            if getattr(bound, "launch_note", ""):
+                timing = dataclasses.replace(timing, method=timing.method + bound.launch_note)
             if timing.host_bound and _quiet_host(static_future, spec.options.timeout_s):
-                timing = own(bound, plan) if own else _timed(bound, timer, plan)
+                timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
                 timing = dataclasses.replace(timing, method=timing.method + "; timed again "
                                              "once the worker's background start-up was done "
                                              "(the first timing was host-bound)")
@@ -279,16 +281,6 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             traceback.print_exc()
         return result
 
-
-
-def _timed(bound: Any, timer: Any, plan: Any) -> Any:
-    """The protocol on ``bound``: its timed runs enqueued by ``timed_launch`` where it has one
-    (a Triton kernel's replayed launcher call), the host cost of a launch measured on the
-    user's own ``launch``, and the method saying how the runs were launched."""
-    timing = time_kernel(getattr(bound, "timed_launch", bound.launch), timer, plan,
-                         user_launch=bound.launch)
-    note = getattr(bound, "replay_note", "") + getattr(bound, "launch_note", "")
-    return dataclasses.replace(timing, method=timing.method + note) if note else timing
 
 def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     """Compile (and cache) a variant without running it.

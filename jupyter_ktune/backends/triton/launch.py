@@ -30,7 +30,7 @@ from jupyter_ktune.backends.triton.config_arguments import (
     rebind,
     sized_output,
 )
-from jupyter_ktune.backends.triton import direct_launch, replay
+from jupyter_ktune.backends.triton import direct_launch
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.given import given_constexprs, no_value
 from jupyter_ktune.backends.uploads import pristine
@@ -39,10 +39,6 @@ from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layo
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-
-
-REPLAY_NOTE = ("; timed runs enqueued by replaying the first launch's launcher call (same "
-               "kernel, grid and arguments, without Triton's Python dispatch)")
 
 
 class Guarded:
@@ -122,12 +118,6 @@ class TritonBound:
         self.launch_note = direct_launch.prepare(variant.chain.jit, self.grid, self.kwargs,
                                                  QUICK_LAUNCH.get()) \
             if variant.device != "cpu" and direct_launch.per_signature_launcher() else ""
-        #: what the timed runs enqueue (:mod:`.replay`): the launcher call of the first launch
-        #: again, without the JIT's dispatch; the interpreter keeps the plain launch
-        plain = variant.device == "cpu" or not replay.enabled()
-        self.timed_launch = self.launch if plain else self._replayed
-        self._replay = None if plain else replay.for_jit(
-            variant.chain.jit, self.grid, self.kwargs, lambda: self._launcher(**self.kwargs))
 
     def _array(self, name: str, value: Any, block: list[int] | None) -> Any:
         """The guarded device copy of one array argument (outputs and inputs recorded); for a
@@ -151,22 +141,6 @@ class TritonBound:
             self._hooks.after()
             return
         self._launcher(**self.kwargs)
-
-    def _replayed(self) -> None:
-        """:meth:`launch` with the dispatch replayed (the same hooks around it)."""
-        if self._hooks:
-            self._hooks.before()
-            self._replay()
-            self._hooks.after()
-            return
-        self._replay()
-
-    @property
-    def replay_note(self) -> str:
-        """For the timing's method: how the timed runs were enqueued."""
-        if self._replay is None or not self._replay.replaying:
-            return ""
-        return REPLAY_NOTE
 
     def poison_outputs(self) -> None:
         """Fill the outputs with NaN / the integer sentinel: a fill through an integer view on
