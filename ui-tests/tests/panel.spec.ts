@@ -471,8 +471,12 @@ test('the fp8 build of the WGMMA attention cell gets a panel of its own, with th
   await page.evaluate(() => location.reload());
   const reloaded8 = page.locator('.jp-OutputArea-output', { hasText: 'HGMMA/QGMMA (wgmma): 16' }).first();
   await expect(reloaded8).toBeVisible({ timeout: 60000 });
-  await reloaded8.scrollIntoViewIfNeeded();
-  await expect(reloaded8).toBeInViewport(); // a windowed notebook renders the cells it scrolls to
+  // a windowed notebook renders the cells it scrolls to; after a reload the outputs above it
+  // still grow as their widgets render, which can push it out again: scroll until it stays
+  await expect(async () => {
+    await reloaded8.scrollIntoViewIfNeeded();
+    await expect(reloaded8).toBeInViewport({ timeout: 2000 });
+  }).toPass({ timeout: 60000 });
   // the badge of that same output (its widgets may render after the saved report)
   const shown8Again = reloaded8.locator('.ktune-badge code.ktune-shown').first();
   await expect(shown8Again).toContainText('FP8=1', { timeout: 60000 });
