@@ -131,6 +131,14 @@ def run_kernel_tuner(source: str) -> dict:
             "times": {"x".join(str(r[k]) for k in PARAMS): r.get("time") for r in results}}
 
 
+def save(out: dict, folder: Path | None) -> None:
+    """Write the results so far as ``convolution_vs_kernel_tuner.json`` (when asked)."""
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "convolution_vs_kernel_tuner.json").write_text(
+            json.dumps(out, indent=1, default=str))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
@@ -165,10 +173,7 @@ def main() -> int:
                            "ktune": svk.run_ktune(store, spec, tuple(PARAMS))}
     print(json.dumps({k: v for k, v in out["ktune"].items() if k != "times"}, default=str)[:2500],
           flush=True)
-    if a.out:  # ktune's half kept if Kernel Tuner's runs past the cap
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "convolution_vs_kernel_tuner.json").write_text(
-            json.dumps(out, indent=1, default=str))
+    save(out, a.out)  # ktune's half kept if Kernel Tuner's runs past the cap
     try:
         out["kernel_tuner"] = run_kernel_tuner(source)
     except Exception as exc:  # noqa: BLE001 - report it, keep ktune's half
@@ -182,10 +187,7 @@ def main() -> int:
         out["speedup_wall"] = kt["wall_s"] / kk["wall_s"]
         out["speedup_wall_with_worker_start"] = kt["wall_s"] / (kk["wall_s"]
                                                                 + kk["worker_start_s"])
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "convolution_vs_kernel_tuner.json").write_text(
-            json.dumps(out, indent=1, default=str))
+    save(out, a.out)
     print(json.dumps({k: v for k, v in kt.items() if k != "times"}, default=str)[:1500])
     print(f"\n{'':14} {'wall s':>8} {'configs':>8}  winner (bx, by, tx, ty): its time by "
           "each tool, ms (ktune's / Kernel Tuner's)")

@@ -185,8 +185,8 @@ class TritonBackend:
         """Whether a sweep's workers launch compiled kernels before their host launcher is
         built (Triton 3.6's per-signature launcher: :mod:`.direct_launch`), so the sweep does
         not hold its first runs for the launcher task. On by default (``KTUNE_QUICK_LAUNCH=0``
-        turns it off): in two interleaved A/Bs on the H200 every short sweep ended sooner with
-        it and its first result came 2-3x sooner (bench/results/corpus_vs_autotune/2026-12-02-
+        turns it off): in two interleaved A/Bs on the H200, 5 of 6 short sweeps ended sooner with
+        it and every first result came 2-3x sooner (bench/results/corpus_vs_autotune/2026-12-02-
         1420/-1422/-1424, and the arms of 2026-12-03-0638); the high first-pass readings seen
         beside it then were the host-starved timing fixed by the hold (measure/held_runs.py)."""
         return os.environ.get(direct_launch.QUICK_LAUNCH_ENV, "1") != "0" and \

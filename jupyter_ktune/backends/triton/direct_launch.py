@@ -21,8 +21,9 @@ memory keeps Triton's launcher (the reason is returned, not raised).
 A sweep uses it unless ``KTUNE_QUICK_LAUNCH=0``. On the H200 the launches matched Triton's bit
 for bit (bench/results/direct_launch_check/2026-12-02-1357). In two interleaved A/Bs of three
 short sweeps (off, on, off: bench/results/corpus_vs_autotune/2026-12-02-1420, -1422, -1424; off,
-on: the arms of 2026-12-03-0638) the sweeps ended sooner with it in all six pairs and their
-first results came at 0.10-0.39 s instead of 0.23-0.71 s. The first-pass timings that read high
+on: the arms of 2026-12-03-0638) 5 of the 6 sweeps ended sooner with it (fla's cumsum in 0638
+took 0.63 s against 0.59 s), and every first result came sooner: 0.10-0.50 s against
+0.23-0.71 s. The first-pass timings that read high
 in those runs, with it and without it, were host-starved events, since fixed by the hold
 (``measure.held_runs``).
 """
