@@ -71,3 +71,92 @@ def test_sm90a_variant_loads_nvcc_cubin(backend: CudaBackend, source: str, symbo
     assert name == symbol
     assert cubin[:4] == b"\x7fELF"
     assert variant.module is not None and variant.limits == {"SM_COUNT": 132}
+
+
+# -- a sweep's pool report, loaded instead of an NVRTC recompile (issue 21) --------------------
+CONSTANT = """// ktune: BM in [64, 128]
+// ktune: grid = 1; block = 128
+__constant__ float w[4];
+template <int BM>
+__global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= BM * w[0]; }
+"""
+
+
+def pool_report(spec: Any, config: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The static report as a sweep's compile-pool process builds it (no SASS, cubin kept)."""
+    from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
+
+    monkeypatch.setenv(SWEEP_STATIC_ENV, "1")
+    report = CudaBackend().static_report(spec, config)
+    monkeypatch.delenv(SWEEP_STATIC_ENV)
+    return report
+
+
+@pytest.fixture
+def h200(backend: CudaBackend) -> CudaBackend:
+    backend.__dict__["_device"] = DeviceInfo(True, "fake H200", compute_capability="9.0",
+                                             limits={"SM_COUNT": 132})
+    return backend
+
+
+@needs_nvcc
+def test_a_pool_report_is_loaded_not_recompiled(h200: CudaBackend,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a device of the report's architecture the worker loads the pool's cubin: the entry
+    of this config's instantiation, with the cell's __constant__ symbols (CuPy here only takes
+    a path: an NVRTC compile would fail)."""
+    from jupyter_ktune.runner.execute import _prebuilt
+
+    spec = parse_cell("scale --backend cuda", CONSTANT)
+    config = spec.space.config({"BM": 64})
+    report = pool_report(spec, config, monkeypatch)
+    assert report.arch == "sm_90" and report.cubin[:4] == b"\x7fELF"
+    done: Any = __import__("concurrent.futures").futures.Future()
+    done.set_result((report, None))
+    variant = _prebuilt(h200, spec, config, done)
+    (cubin, name), = FakeRawModule.loaded
+    assert cubin == report.cubin and name == "_Z5scaleILi64EEvPfi"
+    assert variant.expr == "scale<64>" and [c.name for c in variant.constants] == ["w"]
+
+
+@needs_nvcc
+def test_a_report_that_cannot_be_the_build_is_not_loaded(h200: CudaBackend,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another architecture, no cubin, a report still being built or one that failed: None, and
+    the worker compiles (NVRTC) as before."""
+    import concurrent.futures as cf
+    import dataclasses
+
+    from jupyter_ktune.runner.execute import _prebuilt
+
+    spec = parse_cell("scale --backend cuda", CONSTANT)
+    config = spec.space.config({"BM": 64})
+    report = pool_report(spec, config, monkeypatch)
+
+    def future(result: Any = None) -> cf.Future:
+        f: cf.Future = cf.Future()
+        if result is not None:
+            f.set_result(result)
+        return f
+
+    assert _prebuilt(h200, spec, config, future()) is None  # still building: not waited for
+    assert _prebuilt(h200, spec, config, future((None, RuntimeError("nvcc")))) is None
+    assert h200.load_prebuilt(spec, config, dataclasses.replace(report, cubin=b"")) is None
+    assert h200.load_prebuilt(spec, config, dataclasses.replace(report, kernels={})) is None
+    h200.__dict__["_device"] = DeviceInfo(True, "fake A100", compute_capability="8.0")
+    assert h200.load_prebuilt(spec, config, report) is None
+    assert FakeRawModule.loaded == []
+
+
+def test_demangled_names_match_without_casts_and_suffixes() -> None:
+    """cu++filt may write ``(int)256`` and ``4u``; the kernel's expression says ``256, 4``."""
+    from jupyter_ktune.backends.cuda.archcubin import kernel_symbol
+
+    spec = parse_cell("scale --backend cuda", TEMPLATE)
+    kernels = {"_Z5scaleILi256ELj4EEvPKf": types.SimpleNamespace(
+        demangled="void ns::scale<(int)256, 4u>(float const*)"),
+        "_Z5scaleILi128ELj4EEvPKf": types.SimpleNamespace(
+        demangled="void ns::scale<(int)128, 4u>(float const*)")}
+    assert kernel_symbol(kernels, spec, "scale<256, 4>") == "_Z5scaleILi256ELj4EEvPKf"
+    with pytest.raises(Exception, match="cannot find the kernel scale<64, 4>"):
+        kernel_symbol(kernels, spec, "scale<64, 4>")

@@ -9,6 +9,7 @@ exercised end to end (host side) through the fake.
 from __future__ import annotations
 
 import inspect
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -73,3 +74,35 @@ def test_profile_variant_without_profile_scopes_says_which_backends_have_one() -
     spec = _fake_spec("def scale(x, y):\n    y[:] = 2 * x\n")
     with pytest.raises(CannotRun, match="no scope profiler wired for --backend fake"):
         profile_variant(spec, spec.space.config({}))
+
+
+def test_a_run_takes_the_variant_from_a_seeded_report_where_the_backend_loads_it(
+        monkeypatch) -> None:
+    """Issue 21: a report a sweep's pool built ahead (``seed_static``) gives the variant through
+    the backend's ``load_prebuilt`` (the CUDA backend loads its cubin), and the run verifies and
+    times that variant; without a seeded report the backend compiles as before."""
+    import ktune_fake_backend as fake
+
+    from jupyter_ktune.runner import execute
+
+    class Prebuilt(fake.FakeBackend):
+        compiled: list = []
+        loaded: list = []
+
+        def compile(self, spec, config):
+            Prebuilt.compiled.append(dict(config))
+            return super().compile(spec, config)
+
+        def load_prebuilt(self, spec, config, report):
+            Prebuilt.loaded.append((dict(config), report.tag))
+            return fake.Variant(spec, config)
+
+    monkeypatch.setattr(execute, "get_backend", lambda name: Prebuilt())
+    spec = _fake_spec("# ktune: K in [1, 2]\ndef scale(x, y):\n    y[:] = 2 * x\n")
+    seeded, plain = spec.space.config({"K": 1}), spec.space.config({"K": 2})
+    report = SimpleNamespace(tag="from the pool", kernels={}, threads_per_block=128)
+    assert execute.seed_static(spec.source_hash, spec.options.arch, seeded, report)
+    assert execute.run_variant(spec, seeded).status.value == "ok"
+    assert Prebuilt.loaded == [({"K": 1}, "from the pool")] and Prebuilt.compiled == []
+    assert execute.run_variant(spec, plain).status.value == "ok"
+    assert Prebuilt.compiled == [{"K": 2}]

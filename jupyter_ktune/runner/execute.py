@@ -186,7 +186,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
     try:
         if key not in _variants:
             phases.enter(phases.compiling(spec.backend, config))
-        variant = _variants.get(key) or backend.compile(spec, config)
+        variant = _variants.get(key) or _prebuilt(backend, spec, config, static_future) \
+            or backend.compile(spec, config)
         _variants[key] = variant
     except CompileFailure as exc:
         return finish(Status.COMPILE_ERROR, str(exc), runtime_failure=exc)
@@ -310,6 +311,18 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     except CannotRun as exc:
         return dataclasses.replace(result, reason=str(exc))
     return dataclasses.replace(result, status=Status.OK, reason="compiled (not run)")
+
+
+def _prebuilt(backend: Backend, spec: KernelSpec, config: Config, static: Future) -> Any:
+    """The variant loaded from a static report that is already here (a sweep's pool built it
+    ahead, ``seed_static``), where the backend can load its binary (``load_prebuilt``); else
+    None and the backend compiles. A report still being built is not waited for: the run
+    compiles beside it, as a single run always does."""
+    load = getattr(backend, "load_prebuilt", None)
+    if load is None or not static.done():
+        return None
+    report, failure = static.result()
+    return load(spec, config, report) if report is not None and failure is None else None
 
 
 def _quiet_host(static_future: Future, timeout_s: float) -> bool:

@@ -44,9 +44,9 @@ from jupyter_ktune.tune.pool import (  # noqa: F401 - the pool's names, re-expor
 
 #: What the CPU pool compiles ahead, per backend. Backends not listed get no pool.
 PRECOMPILED: dict[str, str] = {
-    "cuda": ("the static nvcc compile (nvcc -cubin + ptxas -v + cuobjdump SASS) of each config; "
-             "its report is handed to the device worker, which then only NVRTC-compiles and "
-             "loads the variant"),
+    "cuda": ("the static nvcc compile (nvcc -cubin -lineinfo + ptxas -v) of each config; its "
+             "report is handed to the device worker, which loads its cubin where it is for the "
+             "device's architecture (else NVRTC-compiles the variant) and times it"),
     "triton": ("Triton's ahead-of-time triton.compile for the target arch (TTIR -> PTX -> "
                "cubin), which fills Triton's on-disk cache (TRITON_CACHE_DIR) on this host, plus "
                "the static report from that cubin; the worker's compile then hits the cache"),

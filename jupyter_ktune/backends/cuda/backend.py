@@ -1,5 +1,8 @@
 """CUDA C++ backend: NVRTC through CuPy to run, nvcc for the static report on any machine.
 
+In a sweep the compile pool's nvcc build is the one that runs: its cubin is loaded in the
+worker (:meth:`CudaBackend.load_prebuilt`), so configs compile in parallel on the CPU cores.
+
 Runtime compilation always passes ``-lineinfo`` (so ncu and the per-line stall view can map SASS
 back to cell lines) and ``-I`` to the folder holding ``ktune.cuh``. The package: :mod:`.source`
 (the cell as C++), :mod:`.launch` (variant and binding), :mod:`.timer` (CuPy events, L2 flush),
@@ -17,7 +20,11 @@ from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, limits_for
 from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
-from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
+from jupyter_ktune.backends.cuda.archcubin import (
+    compile_arch_specific,
+    is_arch_specific,
+    load_prebuilt,
+)
 from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
@@ -204,6 +211,11 @@ class CudaBackend:
         if spec.pipeline is None:
             return variants[0]
         return PipelineVariant(spec, variants, self.timer())
+
+    def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> CudaVariant | None:
+        """The variant from a static report built ahead by a sweep's pool (its nvcc cubin),
+        or None to compile it (:func:`.archcubin.load_prebuilt` says when it cannot be used)."""
+        return load_prebuilt(self, spec, config, report)
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
