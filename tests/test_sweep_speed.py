@@ -264,3 +264,20 @@ def test_a_stuck_launcher_build_holds_the_first_run_only_until_its_wait_runs_out
     else:  # held for the wait (8 s of sweep time), not for the stuck task (40 s)
         assert 8.0 <= first_run < 30.0 and sent == [False, False], report.info["timeline"]
     assert report.info["launcher_ahead"] is None  # and says the launcher was not built ahead
+
+
+def test_the_pool_compiles_while_the_first_inputs_and_reference_are_drawn(tmp_path):
+    """The first input set and its reference (a slow one here: 4 s) are drawn while the pool
+    compiles the first configs, and no run is sent before they are ready (issue 21: on Kernel
+    Tuner's convolution they held back the first compile by 6 s)."""
+    log = str(tmp_path / "calls.txt")
+    spec = parse_cell(LINE, SRC, counting_io(log, slow_s=4.0))
+    report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", top_k=0, compile_workers=2)
+    rows = report.info["timeline"]
+    first = {kind: min(at for at, k, _ in rows if k == kind) for kind in
+             ("compile sent", "compile back", "inputs ready", "run sent")}
+    assert first["compile sent"] < 1.0, rows
+    assert first["compile back"] < first["inputs ready"], rows  # compiled while drawn
+    assert first["inputs ready"] >= 4.0 and first["run sent"] >= first["inputs ready"], rows
+    n_inputs, n_ref = calls(log)
+    assert len(report.evaluations) == 16 and n_ref == n_inputs <= 3

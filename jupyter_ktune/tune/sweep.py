@@ -43,6 +43,7 @@ from jupyter_ktune.tune.runners import (
     launcher_ahead,
     pool_summary,
     precompile,
+    prepare_ahead,
     preload_pool,
     unpack_precompiled,
 )
@@ -136,6 +137,7 @@ class Sweep:
         self.timeline = SweepTimeline()
         self.launcher: tuple[bool, float] | None = None  # (built ahead, seconds), Triton 3.6
         self._ahead: cf.Future | None = None  # the task building it, until its result is read
+        self._prepared: cf.Future | None = None  # the first input set and reference, drawn
 
     def stop(self) -> None:
         """Ask the sweep to stop after the results in flight; the report says it stopped."""
@@ -179,9 +181,11 @@ class Sweep:
             total = min(self.budget or n_valid, n_valid)
             t0 = time.perf_counter()
             self.timeline = SweepTimeline(t0)
-            # the first input set and its reference, in a request of their own (issue 21)
-            prepared = runner.prepare(self.spec) if self.spec.options.time else {}
+            # the first input set and its reference, while the pool compiles the first
+            # configs (issue 21); no run is sent before they are ready
+            self._prepared = prepare_ahead(runner, self.spec) if self.spec.options.time else None
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
+            prepared = self._prepared.result() if self._prepared is not None else {}
             if self.options.top_k > 0:  # the re-timings launch as a user does
                 self._launcher_built(LAUNCHER_WAIT_S - (time.perf_counter() - t0))
             retaken = retake_host_bound(self, strategy, runner, store, key, evals)
@@ -280,6 +284,8 @@ class Sweep:
                     ready.append((c, None))
             building = self._ahead is not None  # its result not read yet
             held = building and not quick_capable and time.perf_counter() - t0 < LAUNCHER_WAIT_S
+            inputs = self._prepared if self._prepared and not self._prepared.done() else None
+            held = held or inputs is not None
             while ready and len(running) < runner.slots * 2 and not held:
                 c, static = ready.popleft()
                 race = best[0].median_ms if self.options.race and best[0] is not None else None
@@ -288,11 +294,14 @@ class Sweep:
                 self.timeline.mark("run sent", c)
             if not (compiling or running or ready):
                 break  # the budget is spent, or the strategy has nothing left to propose
-            waiting = [ahead] if held or (building and quick_capable) else []
+            waiting = [ahead] if building and (held or quick_capable) else []
+            waiting += [inputs] if inputs is not None else []
             done, _ = cf.wait([*compiling, *running, *waiting], timeout=0.25,
                               return_when=cf.FIRST_COMPLETED)
             for f in done:
-                if f is ahead:
+                if f is inputs:
+                    self.timeline.mark("inputs ready", {})
+                elif f is ahead:
                     self.timeline.mark("launcher built", ahead_config or {})
                     self.launcher = f.result() if f.exception() is None else (False, 0.0)
                     self._ahead = None

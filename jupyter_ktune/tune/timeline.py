@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The events a sweep marks, in the order a config meets them.
-KINDS = ("compile sent", "compile back", "run sent", "run back", "retake sent", "retake back",
-         "final sent", "final back", "launcher built")
+KINDS = ("compile sent", "compile back", "inputs ready", "run sent", "run back", "retake sent",
+         "retake back", "final sent", "final back", "launcher built")
 
 
 def config_label(config: Mapping[str, Any]) -> str:
