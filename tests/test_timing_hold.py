@@ -8,6 +8,7 @@ the difference of the two host times passes for a kernel time several times the 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from jupyter_ktune.measure.held_runs import HOLD_RUNS, held_batches
@@ -135,3 +136,58 @@ def test_batches_are_cut_so_the_launch_queue_holds_a_whole_one():
     assert held_batches(10, True) == [10]
     assert held_batches(HOLD_RUNS * 2 + 3, True) == [HOLD_RUNS, HOLD_RUNS, 3]
     assert held_batches(HOLD_RUNS * 2 + 3, False) == [HOLD_RUNS * 2 + 3]
+
+
+class JitterTimer(QueueTimer):
+    """A :class:`QueueTimer` whose kernel takes 1-1.3x its time (seeded), so a measurement
+    stops on its budget, not on a median already exact; the flush keeps the GPU about as busy
+    as the host's launch calls keep the host (the H200's 65 us flush against about 60 us of
+    launch calls a run)."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(kernel_ms=0.001, **kw)
+        self.gpu_ms["flush"] = 0.05
+        self._rng = np.random.default_rng(7)
+
+    def _run(self, kind: str, event: list | None, ready: float) -> None:
+        if kind == "kernel":
+            self.gpu_ms["kernel"] = self.kernel_ms * (1 + 0.3 * self._rng.random())
+        super()._run(kind, event, ready)
+
+
+class PipeTimer(JitterTimer):
+    """A :class:`JitterTimer` that can wait for one event (``wait_for``), as CuPy's and torch's
+    events can; it notes how many events were recorded beyond the one waited for."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.recorded: list[list] = []
+        self.ahead: list[int] = []  # per wait: events recorded after the one waited for
+
+    def record(self, event: list) -> None:
+        super().record(event)
+        self.recorded.append(event)
+
+    def wait_for(self, event: list) -> None:
+        self.h = max(self.h, event[0])
+        self.ahead.append(len(self.recorded) - 1 - self.recorded.index(event))
+
+
+SMALL_STEPS = TimingPlan(budget_ms=5, min_runs=10, max_runs=2000, warmup_ms=0.2)
+
+
+def test_the_next_step_is_queued_before_the_last_one_is_read():
+    """Pipelined steps (held_runs.PipelinedSteps): the GPU runs step k+1 while the host reads
+    step k, so the host's and the GPU's shares overlap instead of adding up. The same
+    protocol: as many runs within a step (none queued past the budget), the same median within
+    the jitter, a shorter host wall."""
+    serial_t = JitterTimer()
+    serial = time_kernel(serial_t.launch, serial_t, SMALL_STEPS)
+    piped_t = PipeTimer()
+    piped = time_kernel(piped_t.launch, piped_t, SMALL_STEPS)
+    assert piped.median_ms == pytest.approx(serial.median_ms, rel=0.05)
+    assert 0.001 <= piped.median_ms <= 0.0013
+    assert max(piped_t.ahead) > 0  # some step was waited for with runs queued behind it
+    assert piped.n == serial.n, (serial.n, piped.n)  # none queued past the budget
+    assert piped_t.h < 0.8 * serial_t.h, (piped_t.h, serial_t.h)  # host wall of the timing
+    assert "behind a hold" in piped.method and HOST_BOUND_MARK not in piped.method

@@ -42,6 +42,10 @@ class DeviceTimer(Protocol):
     def empty_launch(self) -> None:
         """Enqueue an empty kernel: timed like the user's, it shows what the events add."""
 
+    # Optional, found with getattr: ``hold``/``release``/``hold_timeouts`` (measure.held_runs:
+    # runs enqueued behind a gate) and ``wait_for(event)`` (wait for one recorded event, so a
+    # measurement's next step is queued before the last is read: held_runs.PipelinedSteps).
+
 
 class HostClock:
     """DeviceTimer over the host clock, for runtimes with no device clock (interpreters, TPU).

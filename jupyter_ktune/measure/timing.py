@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,15 @@ import numpy as np
 
 from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.measure.device_timer import DeviceTimer, HostClock  # noqa: F401 - API
-from jupyter_ktune.measure.held_runs import HOLD_MAX_NS, HOLD_NOTE, can_hold, enqueue, hold_timeouts
+from jupyter_ktune.measure.held_runs import (
+    HOLD_MAX_NS,
+    HOLD_NOTE,
+    PipelinedSteps,
+    can_hold,
+    can_pipeline,
+    enqueue,
+    hold_timeouts,
+)
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
@@ -124,6 +132,14 @@ def _interleaved(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: 
     empty = [timer.elapsed_ms(b, e) for b, e in empties]
     _spent.append(sum(times) + sum(empty))
     return times, empty
+
+
+def _step_sizes(first: int, batch: int) -> Iterator[int]:
+    """Runs per step of the adaptive loop: ``first``, doubling up to ``batch``."""
+    step = first
+    while True:
+        yield step
+        step = min(step * 2, batch)
 
 
 def event_tick_ms(times: np.ndarray) -> float:
@@ -286,15 +302,29 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     # records must be the kernel's alone)
     every = plan.floor_every if plan.subtract_floor and not use_cupti else 0
     empties: list[float] = []
+    # event-timed steps pipeline: the next is queued before this one is read (held_runs)
+    piped = PipelinedSteps(launch, timer, flush, every) \
+        if not use_cupti and can_pipeline(timer) else None
+    sizes = _step_sizes(step, batch)
+    if piped is not None:
+        piped.enqueue(min(next(sizes), plan.max_runs))
     while True:
-        n = min(step, plan.max_runs - len(times))
-        step = min(step * 2, batch)
-        if every:
-            ev, em = _interleaved(launch, timer, n, flush, every, len(times))
+        if piped is not None:
+            # the next step goes behind the queued one, unless the budget ends with that one
+            if not piped.pending or spent_ms + piped.pending * per_run < plan.budget_ms:
+                piped.enqueue(min(next(sizes), plan.max_runs - piped.enqueued))
+            ev, em = piped.read()
+            kt = None
+            empties.extend(em)
+            _spent.append(sum(ev) + sum(em))
+        elif every:
+            ev, em = _interleaved(launch, timer, min(next(sizes), plan.max_runs - len(times)),
+                                  flush, every, len(times))
             kt = None
             empties.extend(em)
         else:
-            (ev, kt), em = timed_runs(launch, timer, n, flush, use_cupti), []
+            (ev, kt), em = timed_runs(launch, timer, min(next(sizes), plan.max_runs - len(times)),
+                                      flush, use_cupti), []
         if use_cupti and kt is None:  # records lost: fall back for the whole measurement
             use_cupti, no_cupti, times = False, "CUPTI records did not match the launches", []
         events.extend(ev)
@@ -314,6 +344,12 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 _precise(arr, plan, event_tick_ms(arr))
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
             break
+    while piped is not None and piped.pending:  # a step queued before the stop: its runs count
+        ev, em = piped.read()
+        events.extend(ev)
+        times.extend(ev)
+        empties.extend(em)
+        _spent.append(sum(ev) + sum(em))
     stages.tick("runs")
 
     if len(empties) < 11:  # too few interleaved (a short or raced measurement), or none asked

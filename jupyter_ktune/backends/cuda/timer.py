@@ -77,6 +77,10 @@ class CupyTimer:
         """Record ``event`` on the current stream."""
         event.record()
 
+    def wait_for(self, event: Any) -> None:
+        """Wait for one recorded event (a measurement's step; the next may be queued)."""
+        event.synchronize()
+
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Return the device time between two recorded, completed events."""
         return float(self._cupy.cuda.get_elapsed_time(start, end))

@@ -83,6 +83,10 @@ class TorchTimer:
         """Record ``event`` on the current stream (the one Triton launches on)."""
         event.record()
 
+    def wait_for(self, event: Any) -> None:
+        """Wait for one recorded event (a measurement's step; the next may be queued)."""
+        event.synchronize()
+
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Device milliseconds between two completed events."""
         return float(start.elapsed_time(end))
