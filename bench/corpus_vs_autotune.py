@@ -191,14 +191,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--quick-launch", choices=("on", "off"),
                     help="set KTUNE_QUICK_LAUNCH for this run (default: as the environment has it)")
+    ap.add_argument("--pipelined-steps", choices=("on", "off"),
+                    help="set KTUNE_PIPELINED_STEPS for this run (default: on)")
     ap.add_argument("--arms", help="an interleaved A/B: e.g. 'off,on,on,off' runs this benchmark "
                     "once per arm, each in a fresh process with cold caches and that "
-                    "--quick-launch, and prints the arms' ratios side by side")
+                    "--quick-launch (or --arm-switch), and prints the arms' ratios side by side")
+    ap.add_argument("--arm-switch", choices=("quick-launch", "pipelined-steps"),
+                    default="quick-launch", help="what the arms of --arms turn on and off")
     a = ap.parse_args()
     if a.arms:
         return run_arms(a)
     if a.quick_launch:
         os.environ["KTUNE_QUICK_LAUNCH"] = "1" if a.quick_launch == "on" else "0"
+    if a.pipelined_steps:
+        os.environ["KTUNE_PIPELINED_STEPS"] = "1" if a.pipelined_steps == "on" else "0"
     corpus = corpus_entries()
     names = a.names or ["matmul"] + [i for i, e in corpus.items()
                                      if e.backend == "triton" and "autotune" in e.construct]
@@ -293,9 +299,9 @@ def run_arms(a: argparse.Namespace) -> int:
     results: list[tuple[str, dict]] = []
     for i, arm in enumerate(arms):
         out = (a.out or Path(tempfile.mkdtemp(prefix="ktune-arms-"))) / f"arm{i}-{arm}"
-        argv = [sys.executable, __file__, *a.names, "--size", str(a.size), "--quick-launch",
+        argv = [sys.executable, __file__, *a.names, "--size", str(a.size), f"--{a.arm_switch}",
                 arm, "--out", str(out)]
-        print(f"== arm {i}: quick launch {arm}: {' '.join(argv)}", flush=True)
+        print(f"== arm {i}: {a.arm_switch} {arm}: {' '.join(argv)}", flush=True)
         rc = subprocess.run(argv).returncode
         path = out / "corpus_vs_autotune.json"
         results.append((arm, json.loads(path.read_text()) if path.exists() else {}))

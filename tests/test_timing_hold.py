@@ -191,3 +191,11 @@ def test_the_next_step_is_queued_before_the_last_one_is_read():
     assert piped.n == serial.n, (serial.n, piped.n)  # none queued past the budget
     assert piped_t.h < 0.8 * serial_t.h, (piped_t.h, serial_t.h)  # host wall of the timing
     assert "behind a hold" in piped.method and HOST_BOUND_MARK not in piped.method
+
+
+def test_pipelined_steps_can_be_turned_off_for_an_a_b(monkeypatch):
+    """``KTUNE_PIPELINED_STEPS=0``: each step is read before the next is queued, as before."""
+    monkeypatch.setenv("KTUNE_PIPELINED_STEPS", "0")
+    t = PipeTimer()
+    time_kernel(t.launch, t, SMALL_STEPS)
+    assert t.ahead == []  # never waited for one event: whole-stream waits only

@@ -24,6 +24,7 @@ host does, and the release's own kernel would add a record to each batch. A time
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -97,10 +98,15 @@ def enqueue_step(launch: Callable[[], None], timer: Any, n: int, flush: bool,
     return pairs, empties, last
 
 
+#: Set to 0 to read each step before the next is enqueued (an A/B of :class:`PipelinedSteps`).
+PIPELINED_ENV = "KTUNE_PIPELINED_STEPS"
+
+
 def can_pipeline(timer: Any) -> bool:
     """Whether ``timer`` can wait for one event (``wait_for``), so that a measurement's next
-    step can be enqueued before the last one's times are read (:class:`PipelinedSteps`)."""
-    return callable(getattr(timer, "wait_for", None))
+    step can be enqueued before the last one's times are read (:class:`PipelinedSteps`), and
+    ``KTUNE_PIPELINED_STEPS`` is not 0."""
+    return callable(getattr(timer, "wait_for", None)) and os.environ.get(PIPELINED_ENV) != "0"
 
 
 class PipelinedSteps:
