@@ -44,13 +44,12 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.measure.device_timer import DeviceTimer, HostClock  # noqa: F401 - API
 from jupyter_ktune.measure.held_runs import (
     HOLD_MAX_NS,
@@ -61,6 +60,7 @@ from jupyter_ktune.measure.held_runs import (
     enqueue,
     hold_timeouts,
 )
+from jupyter_ktune.measure.stopping import event_tick_ms, precise, raced_out, step_sizes
 from jupyter_ktune.results import Timing
 
 FLUSH_KERNEL_NAME = "ktune_l2_flush"  # the L2 flush kernel every DeviceTimer must launch
@@ -132,32 +132,6 @@ def _interleaved(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: 
     empty = [timer.elapsed_ms(b, e) for b, e in empties]
     _spent.append(sum(times) + sum(empty))
     return times, empty
-
-
-def _step_sizes(first: int, batch: int) -> Iterator[int]:
-    """Runs per step of the adaptive loop: ``first``, doubling up to ``batch``."""
-    step = first
-    while True:
-        yield step
-        step = min(step * 2, batch)
-
-
-def event_tick_ms(times: np.ndarray) -> float:
-    """The event clock's quantum as these times show it (the smallest gap between distinct
-    values), or 0 when they do not look quantised (fewer than 4 repeats a value on average)."""
-    values = np.unique(np.round(np.asarray(times, dtype=np.float64), 9))
-    if values.size < 2 or values.size * 4 > len(times):
-        return 0.0
-    return float(np.diff(values).min())
-
-
-def _precise(times: np.ndarray, plan: TimingPlan, tick_ms: float) -> bool:
-    """The stopping rule on precision: the median's CI within ``rel_precision``, or no wider
-    than one tick of the event clock."""
-    if relative_ci_halfwidth(times) <= plan.rel_precision:
-        return True
-    lo, hi = median_ci(times)
-    return tick_ms > 0 and hi - lo <= tick_ms * 1.001
 
 
 def timed_runs(launch: Callable[[], None], timer: DeviceTimer, n: int, flush: bool,
@@ -242,17 +216,6 @@ def _race_floor(timer: DeviceTimer, flush: bool) -> float:
     return cached
 
 
-def _raced_out(times: np.ndarray, floor_ms: float, plan: TimingPlan) -> str:
-    """``"; stopped: clearly slower ..."`` when the CI of the median is above the incumbent."""
-    lo, _hi = median_ci(times)
-    lo -= floor_ms
-    if plan.race_ms is not None and lo > plan.race_ms * (1 + plan.race_margin):
-        return (f"; raced: stopped after {times.size} runs, its median's 95% CI starts at "
-                f"{lo:.4g} ms, over {plan.race_margin:.0%} above the incumbent's "
-                f"{plan.race_ms:.4g} ms")
-    return ""
-
-
 def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                 plan: TimingPlan | None = None) -> Timing:
     """Time ``launch`` with the project's protocol and return every run's device time.
@@ -305,7 +268,7 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
     # event-timed steps pipeline: the next is queued before this one is read (held_runs)
     piped = PipelinedSteps(launch, timer, flush, every) \
         if not use_cupti and can_pipeline(timer) else None
-    sizes = _step_sizes(step, batch)
+    sizes = step_sizes(step, batch)
     if piped is not None:
         piped.enqueue(min(next(sizes), plan.max_runs))
     while True:
@@ -337,11 +300,11 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
             # the floor of this measurement's own interleaved runs once there are a few: the
             # cached one can be 0.7 us off for a microsecond kernel (the overhead drifts)
             floor_now = float(np.median(empties)) if len(empties) >= 5 else race_floor
-            raced = _raced_out(arr, floor_now, plan)
+            raced = raced_out(arr, floor_now, plan)
             if raced:
                 break
         if len(times) >= plan.min_runs and (
-                _precise(arr, plan, event_tick_ms(arr))
+                precise(arr, plan, event_tick_ms(arr))
                 or spent_ms >= plan.budget_ms or time.perf_counter() > deadline):
             break
     while piped is not None and piped.pending:  # a step queued before the stop: its runs count

@@ -18,6 +18,7 @@ import queue
 import shutil
 import subprocess
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -32,6 +33,7 @@ from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tune import main_guard
 from jupyter_ktune.tune.pool import (  # noqa: F401 - the pool's names, re-exported here
     POOL_NICENESS,
     close_pools,
@@ -51,6 +53,26 @@ PRECOMPILED: dict[str, str] = {
                "cubin), which fills Triton's on-disk cache (TRITON_CACHE_DIR) on this host, plus "
                "the static report from that cubin; the worker's compile then hits the cache"),
 }
+
+
+def compile_pool_size(backend: str, asked: int | None, slots: int, remote: bool = False) -> int:
+    """Processes of a sweep's compile pool: ``asked``, or the CPU count less one per device
+    slot for a backend with a precompile step (``PRECOMPILED``); none for a Dask cluster
+    (remote workers compile for themselves), nor in an unguarded script (spawned processes
+    would run the script's ``tune()`` again: ``main_guard``, with a warning)."""
+    if remote:
+        return 0
+    n = asked
+    if n is None:
+        if backend not in PRECOMPILED:
+            return 0
+        n = max(1, (os.cpu_count() or 2) - slots)
+    where = main_guard.unguarded_call() if n > 0 else None
+    if where is not None:
+        warnings.warn(main_guard.UNGUARDED.format(where=where, cpus=n),
+                      main_guard.UnguardedScriptWarning, stacklevel=4)
+        return 0
+    return max(0, n)
 
 
 def detect_gpus() -> int:

@@ -12,10 +12,8 @@ re-timed with a larger budget on one device and compared with a bootstrap confid
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -39,6 +37,7 @@ from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tune.runners import (
     PRECOMPILED,
     DaskRunner,
+    compile_pool_size,
     LocalRunner,
     launcher_ahead,
     pool_summary,
@@ -158,7 +157,8 @@ class Sweep:
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
             get_backend(self.spec.backend).check(self.spec)
-            pool_size = self._pool_size(runner)
+            pool_size = compile_pool_size(self.spec.backend, self.options.compile_workers,
+                                          runner.slots, remote=self.client is not None)
             # the pool's processes import their compiler while the device worker starts; the
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
@@ -209,21 +209,6 @@ class Sweep:
             runner.close()
             if own_store:
                 store.close()
-
-    def _pool_size(self, runner: Any) -> int:
-        if self.client is not None:
-            return 0  # remote workers compile for themselves
-        n = self.options.compile_workers
-        if n is None:
-            if self.spec.backend not in PRECOMPILED:
-                return 0
-            n = max(1, (os.cpu_count() or 2) - runner.slots)
-        where = main_guard.unguarded_call() if n > 0 else None
-        if where is not None:  # spawned pool processes would run the script's tune() again
-            warnings.warn(main_guard.UNGUARDED.format(where=where, cpus=n),
-                          main_guard.UnguardedScriptWarning, stacklevel=4)
-            return 0
-        return max(0, n)
 
     def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
               t0: float, best: list[StoredResult | None], stage: str = "sweep",
