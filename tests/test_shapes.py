@@ -101,3 +101,28 @@ def test_tune_over_shapes_gives_each_shape_its_own_winner(worker, tmp_path):
     assert "key = ['n']" in report.export("triton")
     with pytest.raises(TypeError, match="shapes must be a list of dicts"):
         tune(spec, shapes=dict(n=4))
+
+
+def test_the_winners_chart_has_a_bar_per_shape_coloured_by_winner():
+    """Issue 21: winners per shape as a plot beside the table: a bar per shape at its winner's
+    time (log axis: the 64x64 shape's 1 µs bar is the shortest, the 4096² one's 1 ms the
+    tallest), one colour per distinct winner, a legend naming each winner once."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    svg = shapes_report().svg()
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in root.iter(f"{ns}rect") if r.get("class") == "winner"]
+    assert [b.find(f"{ns}title").text for b in bars] == [
+        "M=512 N=512: BLOCK=16 num_warps=4, 10 µs", "M=4096 N=4096: BLOCK=128 num_warps=8, 1 ms",
+        "M=3000 N=4000: BLOCK=128 num_warps=8, 900 µs", "M=64 N=64: BLOCK=16 num_warps=4, 1 µs"]
+    heights = [float(b.get("height")) for b in bars]
+    assert heights.index(max(heights)) == 1 and heights.index(min(heights)) == 3
+    assert min(heights) > 10  # the fastest shape's bar shows too (a decade below it)
+    assert heights[0] > heights[3] and heights[1] > heights[2]  # ordered by time on a log axis
+    fills = [b.get("fill") for b in bars]
+    assert fills[0] == fills[3] != fills[1] == fills[2]
+    legend = re.findall(r"<text x=\"\d+\" y=\"\d+\">(BLOCK=[^<]+)</text>", svg)
+    assert legend == ["BLOCK=16 num_warps=4", "BLOCK=128 num_warps=8"]
+    assert svg in shapes_report()._repr_html_()

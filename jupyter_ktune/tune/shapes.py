@@ -95,7 +95,15 @@ class ShapesReport:
             f"<td>{len(r.evaluations)}/{r.valid_configs}</td></tr>"
             for s, r, w in zip(self.shapes, self.reports, self.winners, strict=True))
         return ("<table><tr><th>shape</th><th>winner</th><th>median µs</th><th>evaluated</th>"
-                f"</tr>{body}</table>")
+                f"</tr>{body}</table>" + self.svg())
+
+    def svg(self) -> str:
+        """The chart: each shape's winner and its time, one colour per distinct winner."""
+        from jupyter_ktune.tune.shapes_chart import winners_svg
+
+        return winners_svg([(shape_label(s), w.config.label() if w else None,
+                             w.median_ms if w else None)
+                            for s, w in zip(self.shapes, self.winners, strict=True)])
 
     def export(self, kind: str, **kw: Any) -> str:
         """A dispatch table: ``"triton"`` (autotune list + key), ``"cpp"`` (a switch over shape
