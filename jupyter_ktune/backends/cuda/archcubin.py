@@ -78,17 +78,11 @@ def kernel_symbol(kernels: Mapping[str, Any], spec: KernelSpec, expr: str) -> st
     return found[0]
 
 
-def device_arch(device: Any) -> str:
-    """``sm_90`` for a device of compute capability 9.0 ('' when unknown)."""
-    cc = getattr(device, "compute_capability", "") or ""
-    return "sm_" + cc.replace(".", "") if cc else ""
-
-
 def runs_on(report_arch: str, device: Any) -> bool:
-    """Whether a cubin built for ``report_arch`` (``sm_90``, ``sm_90a``) is the device's own
-    architecture: a cubin of another major or minor is not loaded (NVRTC builds that)."""
-    here = device_arch(device)
-    return bool(here) and re.sub(r"[af]$", "", report_arch or "") == here
+    """Whether a cubin built for ``report_arch`` (``sm_90``, ``sm_90a``) is for the device's own
+    compute capability (9.0): one of another major or minor is not loaded (NVRTC builds that)."""
+    cc = getattr(device, "compute_capability", "") or ""
+    return bool(cc) and re.sub(r"[af]$", "", report_arch or "") == "sm_" + cc.replace(".", "")
 
 
 def load_cubin(backend: Any, spec: KernelSpec, config: Config, report: Any) -> CudaVariant:
@@ -122,8 +116,6 @@ def load_prebuilt(backend: Any, spec: KernelSpec, config: Config, report: Any
     if spec.pipeline is not None or not getattr(report, "cubin", b""):
         return None
     if not runs_on(getattr(report, "arch", ""), backend.device()):
-        return None
-    if is_arch_specific(report.arch) != is_arch_specific(spec.options.arch):
         return None
     try:
         return load_cubin(backend, spec, config, report)
