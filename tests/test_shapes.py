@@ -126,3 +126,17 @@ def test_the_winners_chart_has_a_bar_per_shape_coloured_by_winner():
     legend = re.findall(r"<text x=\"\d+\" y=\"\d+\">(BLOCK=[^<]+)</text>", svg)
     assert legend == ["BLOCK=16 num_warps=4", "BLOCK=128 num_warps=8"]
     assert svg in shapes_report()._repr_html_()
+
+
+def test_the_winners_chart_fits_long_winners_and_writes_no_exponent():
+    """Seen on liger's dyt tuned over three shapes in Triton's interpreter: the legend's
+    winners (``BLOCK_N=2048 num_stages=2 num_warps=16``) ran past the chart's edge, and the
+    1000 ms grid line read ``1e+03 ms``."""
+    import xml.etree.ElementTree as ET
+
+    from jupyter_ktune.tune.shapes_chart import winners_svg
+
+    long = "BLOCK_N=2048 num_stages=2 num_warps=16"
+    svg = winners_svg([("M=4 N=300", long, 5.35), ("M=64 N=4096", long + "x", 186.2)])
+    assert "e+" not in svg and ">1 s<" in svg
+    assert float(ET.fromstring(svg).get("width")) >= 64 + 14 + 6.5 * len(long + "x")

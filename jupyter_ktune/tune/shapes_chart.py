@@ -21,9 +21,9 @@ _BAR, _GAP, _LEFT, _TOP, _PLOT_H, _BOTTOM = 36, 14, 64, 12, 150, 70
 def winners_svg(rows: Sequence[tuple[str, str | None, float | None]]) -> str:
     """An SVG bar chart of ``(shape label, winner label or None, winner's median in ms or None)``
     per shape; a shape without a winner gets an empty slot marked "none ran correctly"."""
-    timed = [ms for _s, w, ms in rows if w is not None and ms]
     if not rows:
         return ""
+    timed = [ms for _s, w, ms in rows if w is not None and ms]
     lo, hi = (min(timed), max(timed)) if timed else (1e-3, 1.0)
     lo_dec, hi_dec = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     if math.log10(lo) - lo_dec < 0.3:  # the fastest shape's bar must show: a decade below it
@@ -33,7 +33,9 @@ def winners_svg(rows: Sequence[tuple[str, str | None, float | None]]) -> str:
     for _s, w, _ms in rows:
         if w is not None and w not in colours:
             colours[w] = PALETTE[len(colours) % len(PALETTE)]
-    width = _LEFT + len(rows) * (_BAR + _GAP) + _GAP
+    # wide enough for the bars and for the legend's longest winner (about 6.5 px a character)
+    width = max(_LEFT + len(rows) * (_BAR + _GAP) + _GAP,
+                _LEFT + 14 + math.ceil(6.5 * max(map(len, colours), default=0)) + _GAP)
     legend_h = 16 * len(colours)
     height = _TOP + _PLOT_H + _BOTTOM + legend_h
 
@@ -74,7 +76,9 @@ def winners_svg(rows: Sequence[tuple[str, str | None, float | None]]) -> str:
 
 
 def _unit(ms: float) -> str:
-    """``1.5 µs``, ``20 ms``: the winner's median as a reader writes it."""
+    """``1.5 µs``, ``20 ms``, ``1 s``: the winner's median as a reader writes it."""
+    if ms >= 1000:  # never an exponent ("1e+03 ms"): seconds
+        return f"{ms / 1000:.3g} s"
     if ms >= 1:
         return f"{ms:.3g} ms"
     if ms >= 1e-3:
