@@ -50,6 +50,8 @@ SPACES = {  # "full": 144 valid configs; "small" (32) fits one device call with 
               "tile_size_x": [1, 2], "tile_size_y": [1, 2]}}
 PARAMS = dict(SPACES["small"])
 RESTRICTION = "64 <= block_size_x * block_size_y <= 1024"
+KTUNE_LINE = ("convolution_kernel --backend cuda --inputs inputs --reference reference "
+              "--out output --budget-ms 5")
 ATOL = 1e-3  # Kernel Tuner's answer check: the outputs are sums of 289 products of ~0.25
 
 
@@ -102,9 +104,7 @@ def ktune_spec(source: str) -> Any:
                   "cdiv(4096, block_size_y * tile_size_y)); block = (block_size_x, block_size_y)\n"
                   f"// ktune: flops = {2 * H * W * R * R}; "
                   f"bytes = {4 * ((H + R - 1) * (W + R - 1) + H * W)}\n")
-    return jupyter_ktune.parse_cell(
-        "convolution_kernel --backend cuda --inputs inputs --reference reference --out output "
-        "--budget-ms 5", directives + source, {"inputs": inputs, "reference": reference})
+    return jupyter_ktune.parse_cell(KTUNE_LINE, directives + source, {"inputs": inputs, "reference": reference})
 
 
 def run_kernel_tuner(source: str) -> dict:

@@ -97,6 +97,11 @@ REGISTRY: dict[str, Bench] = {
         "convolution_vs_kernel_tuner.py", "--out {out}", 300,
         "On Kernel Tuner's own convolution (from its PyPI sdist), is a sweep >= 2x faster than "
         "Kernel Tuner's brute force over the same space, with the same winner?"),
+    "first_minute": Bench(
+        "first_minute.py", "--out {out}", 560,
+        "From a fresh process, nothing set apart: how soon is a notebook's first kernel cell "
+        "verified, how soon does Autotune give its first result, and how does the sweep compare "
+        "with triton.autotune and Kernel Tuner over the kernel's own space?"),
     "corpus_vs_autotune": Bench(
         "corpus_vs_autotune.py", "--out {out}", 400,
         "On kernels that carry their own autotune list, is a sweep >= 3x faster than "

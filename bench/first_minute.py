@@ -1,0 +1,353 @@
+"""The first minute, as a user waits for it: every side a fresh process, nothing set apart.
+
+Questions (issue 33), each answered side by side with the anchor in one run:
+
+1. How long from a fresh notebook's start to the first verified result of its first
+   ``%%kernel`` cell (a Triton kernel read from an installed package, and Kernel Tuner's CUDA
+   convolution)? Goal: Triton <= 3 s, CUDA C++ <= 2 s (median of the fresh processes).
+2. How long from pressing Autotune on that panel to the sweep's first verified result
+   (goal <= 1 s) and to its end?
+3. A published Triton kernel's own autotune list: ktune (cell run, then Autotune) against
+   ``triton.autotune`` (the package's decorated kernel, first call), in the notebook's order
+   (Autotune press to sweep end, against autotune's first call once torch and the inputs are
+   there; goal >= 3x) and from a fresh process (process start to the winner on both sides;
+   goal >= 1.5x), with the winners timed by ktune's protocol.
+4. A published CUDA kernel's space: ktune against Kernel Tuner's brute force, both from a fresh
+   process (goal >= 2x), same winner.
+
+Each ktune side is one fresh Python process that does what a notebook does, through IPython's
+shell: ``%load_ext jupyter_ktune``, the inputs cell, the ``%%kernel`` cell (its live panel, the
+first result), then ``panel.tune("exhaustive")`` as the Autotune button runs it. Its clock
+starts when the parent spawns it, so interpreter start and every import count. Caches (Triton,
+CuPy, ktune's, the ceilings) are empty folders per process: a user's very first minute.
+Every fixed cost is a phase of the first result (``RunResult.extra["phases_ms"]``) and of the
+timeline printed here, never subtracted.
+
+Examples
+--------
+    python3 bench/first_minute.py --check                       # CPU: build the cells only
+    python3 bench/run.py first_minute --out $OUT                # H200, with the wheelhouse
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench"),
+     *filter(None, [os.environ.get("PYTHONPATH")])])
+
+FLA_MATMUL = "fla.ops.utils.matmul:matmul_kernel"  # fla-core's, its own 8-config autotune list
+TRITON_KERNELS = ("fla-matmul", "liger-dyt")
+T0_ENV = "KTUNE_BENCH_T0"  # the wall time at which the parent spawned this side
+
+
+def fla_matmul_inputs(m: int = 4096, n: int = 4096, k: int = 4096) -> dict:
+    """fla's matmul as fla calls it for a plain 2-D product (no input, alpha, beta)."""
+    import numpy as np
+
+    a = (np.random.rand(m, k).astype(np.float32) - 0.5).astype(np.float16)
+    b = (np.random.rand(k, n).astype(np.float32) - 0.5).astype(np.float16)
+    c = np.empty((m, n), np.float16)
+    return dict(a=a, b=b, c=c, input=None, alpha=None, beta=None, M=m, N=n, K=k,
+                stride_ab=0, stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1,
+                stride_cb=0, stride_cm=n, stride_cn=1, ACTIVATION="", HAS_INPUT=False,
+                ALLOW_TF32=False, X_DIM=1)
+
+
+def fla_matmul_reference(a, b, **_: Any):  # noqa: ANN001, ANN201 - the cell's reference
+    """fp32 product of the fp16 operands, rounded to fp16 as the kernel stores it."""
+    import numpy as np
+
+    return (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+
+
+def cells() -> dict[str, tuple[str, str, Any, Any]]:
+    """name -> (magic line, body, inputs, reference): kernels read from installed packages."""
+    out: dict[str, tuple[str, str, Any, Any]] = {
+        "fla-matmul": (f"matmul_kernel --backend triton --from {FLA_MATMUL} --inputs inputs "
+                       "--reference reference --out c --budget-ms 10 -o panel",
+                       "# ktune: grid = lambda META: (1, triton.cdiv(M, META['BM']), "
+                       "triton.cdiv(N, META['BN']))\n", fla_matmul_inputs,
+                       fla_matmul_reference)}
+    try:
+        from corpus.entries import BY_ID
+
+        e = BY_ID["liger-dyt"]
+        line, body, _changed = e.cell()
+        out["liger-dyt"] = (line + " -o panel", body, e.inputs, e.reference)
+    except Exception as exc:  # noqa: BLE001 - the corpus needs liger-kernel installed
+        print(f"[bench] liger-dyt unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+    try:
+        import convolution_vs_kernel_tuner as conv
+
+        found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
+        if found:
+            source = conv.kernel_source(found[-1])
+            spec = conv.ktune_spec(source)  # its directives, as that bench sweeps
+            out["kt-convolution"] = (conv.KTUNE_LINE + " -o panel", spec.source,
+                                     conv.inputs, conv.reference)
+    except Exception as exc:  # noqa: BLE001
+        print(f"[bench] convolution unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return out
+
+
+# -- one fresh process per side -----------------------------------------------------------
+def since_spawn() -> float:
+    return time.time() - float(os.environ.get(T0_ENV, time.time()))
+
+
+def notebook_side(name: str, sweep: bool) -> dict:
+    """A notebook's first minute in this (fresh) process, through IPython's shell."""
+    marks: dict[str, float] = {"interpreter up": since_spawn()}
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    marks["IPython shell"] = since_spawn()
+    shell.run_line_magic("load_ext", "jupyter_ktune")
+    marks["%load_ext jupyter_ktune"] = since_spawn()
+    line, body, inputs, reference = cells()[name]
+    shell.user_ns.update(inputs=inputs, reference=reference)
+    marks["inputs cell"] = since_spawn()
+    spans = trace_cell()
+    out = shell.run_cell_magic("kernel", line, body)
+    marks["%%kernel cell: first result shown"] = since_spawn()
+    panel = shell.user_ns.get("panel", out)
+    first = panel.result if hasattr(panel, "result") else panel
+    row: dict[str, Any] = {
+        "first_result_s": marks["%%kernel cell: first result shown"],
+        "first_status": first.status.value, "first_reason": (first.reason or "")[:300],
+        "first_config": dict(first.config),
+        "first_median_ms": first.median_ms,
+        "first_phases_ms": {k: round(v, 1) for k, v in (first.phases_ms or {}).items()},
+        "worker_start_s": _worker_start(),
+        "inside_cell_s": {k: round(v, 3) for k, v in spans.items()},
+        "marks_s": {k: round(v, 3) for k, v in marks.items()}}
+    if sweep and hasattr(panel, "tune"):
+        t0 = time.perf_counter()
+        report = panel.tune("exhaustive", budget=max(1, panel.session.spec.space.size))
+        wall = time.perf_counter() - t0
+        firsts = [e.at_s for e in report.evaluations if e.result.ok]
+        best = report.best
+        row.update(sweep_wall_s=wall, sweep_first_ok_s=min(firsts) if firsts else None,
+                   sweep_configs=len(report.evaluations), sweep_counts=dict(report.counts),
+                   winner=dict(best.config) if best else None,
+                   winner_ms=best.median_ms if best else None,
+                   sweep_timeline=report.info.get("timeline"),
+                   fresh_total_s=since_spawn())
+    return row
+
+
+def trace_cell() -> dict[str, float]:
+    """Seconds spent in the steps of a ``%%kernel`` cell, by wrapping them (measurement only)."""
+    import functools
+    import importlib
+
+    spans: dict[str, float] = {}
+    steps = {"jupyter_ktune.magics:parse_cell": "parse_cell",
+             "jupyter_ktune.runner.client:DeviceWorker.device": "worker.device()",
+             "jupyter_ktune.measure.ceilings:device_ceilings": "device_ceilings",
+             "jupyter_ktune.ui.app:KernelPanel.__init__": "KernelPanel()",
+             "jupyter_ktune.magics:panel_for": "panel_for (all)"}
+    for where, label in steps.items():
+        module, _, attr = where.partition(":")
+        owner = importlib.import_module(module)
+        *path, last = attr.split(".")
+        for p in path:
+            owner = getattr(owner, p)
+        fn = getattr(owner, last)
+
+        @functools.wraps(fn)
+        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spans[_label] = spans.get(_label, 0.0) + time.perf_counter() - t
+        setattr(owner, last, timed)
+    import jupyter_ktune.ui.start as start  # imports inside panel_for read the modules' names
+    del start
+    return spans
+
+
+def _worker_start() -> float | None:
+    from jupyter_ktune.runner.client import get_worker
+
+    return get_worker().last_start_s
+
+
+def autotune_side(name: str) -> dict:
+    """The package's own ``@triton.autotune`` kernel in a fresh process, first call timed."""
+    marks = {"interpreter up": since_spawn()}
+    import torch  # noqa: F401 - what a user of the package imports first
+
+    import corpus_vs_autotune as cva
+
+    marks["import torch"] = since_spawn()
+    _line, _body, inputs, reference = cells()[name]
+    spec = _spec(name)
+    if name == "fla-matmul":
+        import importlib
+
+        module, _, fn = FLA_MATMUL.rpartition(":")
+        kernel = getattr(importlib.import_module(module), fn)
+    else:
+        _spec2, kernel = cva.build(name, 0)
+    marks["kernel imported"] = since_spawn()
+    got = cva.autotune_side(spec, kernel, 0)
+    marks["autotuned call done"] = since_spawn()
+    return {"call_s": got["wall_s"], "fresh_total_s": marks["autotuned call done"],
+            "winner": got["winner"], "configs": got["configs"],
+            "marks_s": {k: round(v, 3) for k, v in marks.items()}}
+
+
+def kernel_tuner_side() -> dict:
+    """Kernel Tuner's brute force over the convolution's space, in a fresh process."""
+    import convolution_vs_kernel_tuner as conv
+
+    marks = {"interpreter up": since_spawn()}
+    found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
+    got = conv.run_kernel_tuner(conv.kernel_source(found[-1]))
+    marks["tune_kernel done"] = since_spawn()
+    return {**{k: v for k, v in got.items() if k != "results"},
+            "fresh_total_s": marks["tune_kernel done"], "marks_s": marks}
+
+
+def _spec(name: str) -> Any:
+    import jupyter_ktune
+
+    line, body, inputs, reference = cells()[name]
+    return jupyter_ktune.parse_cell(line, body, {"inputs": inputs, "reference": reference})
+
+
+def same_method(name: str, winner: dict | None) -> float | None:
+    """A winner (either side's) timed by ktune's protocol in this process."""
+    if not winner:
+        return None
+    from jupyter_ktune.api import run_kernel
+
+    spec = _spec(name)
+    try:
+        config = spec.space.config({k: v for k, v in winner.items() if k in spec.space.names})
+    except Exception:  # noqa: BLE001 - outside the declared space
+        return None
+    r = run_kernel(spec.with_options(budget_ms=50), config)
+    return r.median_ms
+
+
+def spawn(side: str, name: str, *extra: str, timeout: float = 300) -> dict:
+    """Run one side in a fresh interpreter with empty caches; its JSON row."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"ktune-fm-{side}-"))
+    env = {**os.environ, T0_ENV: repr(time.time()), "TRITON_CACHE_DIR": str(tmp / "triton"),
+           "KTUNE_CACHE_DIR": str(tmp / "ktune"), "CUPY_CACHE_DIR": str(tmp / "cupy"),
+           "KTUNE_CEILINGS_CACHE": str(tmp / "ceilings.json"), "PYTHONUNBUFFERED": "1"}
+    env[T0_ENV] = repr(time.time())
+    p = subprocess.run([sys.executable, __file__, "--side", side, name, *extra], env=env,
+                       cwd=tmp, capture_output=True, text=True, timeout=timeout)
+    sys.stderr.write(p.stderr[-3000:])
+    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode or not lines:
+        return {"error": f"rc={p.returncode}: {(p.stderr or p.stdout)[-600:]}"}
+    return json.loads(lines[-1])
+
+
+def med(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--side", nargs=2, metavar=("SIDE", "NAME"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-sweep", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--kernels", default="fla-matmul,liger-dyt,kt-convolution")
+    ap.add_argument("--reps", type=int, default=3, help="fresh processes per side (sweeps)")
+    ap.add_argument("--cell-reps", type=int, default=5, help="fresh processes for the first cell")
+    ap.add_argument("--check", action="store_true", help="CPU: parse every cell, no device")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if a.side:
+        side, name = a.side
+        row = (notebook_side(name, not a.no_sweep) if side == "notebook" else
+               autotune_side(name) if side == "autotune" else kernel_tuner_side())
+        print(json.dumps(row, default=str))
+        return 0
+    names = [n.strip() for n in a.kernels.split(",") if n.strip()]
+    if a.check:
+        for n in names:
+            try:
+                s = _spec(n)
+                print(f"{n}: {s.space.size} configs, backend {s.backend}")
+            except Exception as exc:  # noqa: BLE001 - a plan, not a verdict
+                print(f"{n}: cannot build ({type(exc).__name__}: {str(exc)[:200]})")
+        return 0
+    out: dict[str, Any] = {"kernels": {}}
+    for n in names:
+        cuda = n.startswith("kt-")
+        rows = {"ktune": [], "anchor": []}
+        for i in range(max(a.reps, a.cell_reps)):  # interleaved: ktune, anchor, ktune, ...
+            sweep = i < a.reps
+            rows["ktune"].append(spawn("notebook", n, *([] if sweep else ["--no-sweep"])))
+            print(n, "ktune", i, json.dumps({k: v for k, v in rows["ktune"][-1].items()
+                                             if k != "sweep_timeline"}, default=str)[:1500],
+                  flush=True)
+            if i < a.reps:
+                rows["anchor"].append(spawn("kerneltuner" if cuda else "autotune", n,
+                                            timeout=400))
+                print(n, "anchor", i, json.dumps(rows["anchor"][-1], default=str)[:800],
+                      flush=True)
+        k, t = rows["ktune"], rows["anchor"]
+        swept = [r for r in k if "sweep_wall_s" in r]
+        winner = next((r["winner"] for r in swept if r.get("winner")), None)
+        theirs = next((r["winner"] for r in t if r.get("winner")), None)
+        summary = {
+            "first_result_s": med(k, "first_result_s"),
+            "first_result_all_s": [r.get("first_result_s") for r in k],
+            "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
+            "sweep_wall_s": med(swept, "sweep_wall_s"),
+            "ktune_fresh_total_s": med(swept, "fresh_total_s"),
+            "anchor_call_s": med(t, "call_s") if not cuda else None,
+            "anchor_fresh_total_s": med(t, "fresh_total_s"),
+            "winner": winner, "anchor_winner": theirs,
+            "winner_ms_by_ktune": same_method(n, winner),
+            "anchor_winner_ms_by_ktune": same_method(n, theirs)}
+        if summary["anchor_call_s"] and summary["sweep_wall_s"]:
+            summary["notebook_order_ratio"] = summary["anchor_call_s"] / summary["sweep_wall_s"]
+        if summary["anchor_fresh_total_s"] and summary["ktune_fresh_total_s"]:
+            summary["fresh_ratio"] = (summary["anchor_fresh_total_s"]
+                                      / summary["ktune_fresh_total_s"])
+        out["kernels"][n] = {"summary": summary, **rows}
+        print(n, "summary", json.dumps(summary, default=str), flush=True)
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "first_minute.json").write_text(json.dumps(out, indent=1, default=str))
+    print(f"\n{'kernel':16} {'1st cell s':>10} {'autotune 1st s':>14} {'sweep s':>8} "
+          f"{'anchor s':>8} {'nb ratio':>8} {'fresh k/a s':>13} {'fresh ratio':>11}  winners us")
+    for n, r in out["kernels"].items():
+        s = r["summary"]
+
+        def f(x: Any, w: int, p: int = 2) -> str:
+            return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+        print(f"{n:16} {f(s['first_result_s'], 10)} {f(s['autotune_first_ok_s'], 14)} "
+              f"{f(s['sweep_wall_s'], 8)} {f(s['anchor_call_s'], 8)} "
+              f"{f(s.get('notebook_order_ratio'), 8)} "
+              f"{f(s['ktune_fresh_total_s'], 6, 1)}/{f(s['anchor_fresh_total_s'], 6, 1)} "
+              f"{f(s.get('fresh_ratio'), 11)}  "
+              f"{f((s['winner_ms_by_ktune'] or 0) * 1e3, 1, 1)} / "
+              f"{f((s['anchor_winner_ms_by_ktune'] or 0) * 1e3, 1, 1)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
