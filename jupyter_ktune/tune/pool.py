@@ -16,9 +16,11 @@ import signal
 import threading
 from typing import Any
 
-#: Modules a pool process imports before its first compile, per backend (seconds each).
+#: Modules a pool process imports before its first compile, per backend (seconds each). Only
+#: the compiler: torch is the cell's business (imported with its module where the cell asks),
+#: never a compile process's just to learn argument types (issue 33).
 _COMPILER_MODULES: dict[str, tuple[str, ...]] = {
-    "triton": ("torch", "triton", "triton.compiler", "triton.runtime.jit")}
+    "triton": ("triton", "triton.compiler", "triton.runtime.jit")}
 
 
 def warm_up(backend: str) -> None:

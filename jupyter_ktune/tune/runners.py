@@ -101,11 +101,14 @@ def precompile(blob: bytes) -> bytes:
     t0 = time.perf_counter()
     os.environ[COMPILE_ONLY_ENV] = "1"  # a pool process compiles, never launches
     os.environ[SWEEP_STATIC_ENV] = "1"  # and reports what a sweep reads (no SASS mix)
-    spec, config, *ahead = cloudpickle.loads(blob)
-    os.environ[LAUNCHER_AHEAD_ENV] = "1" if ahead and ahead[0] else ""  # see launcher_ahead
+    spec, config, *more = cloudpickle.loads(blob)
+    ahead, hints = (more + [False, None])[:2]
+    os.environ[LAUNCHER_AHEAD_ENV] = "1" if ahead else ""  # see launcher_ahead
     phases = {"unpickle": time.perf_counter() - t0}
     backend = get_backend(spec.backend)
     try:
+        if hints is not None and hasattr(backend, "seed_pool_hints"):
+            backend.seed_pool_hints(spec, hints)
         backend.check(spec)
         out: Any = backend.static_report(spec, config)
     except CompileFailure as exc:

@@ -32,6 +32,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.compile_order import compile_first
 from jupyter_ktune.tune.pool import shared_pool
+from jupyter_ktune.tune.pool_warm import hints_for, read_hints
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tune.runners import (
@@ -136,6 +137,7 @@ class Sweep:
         self.timeline = SweepTimeline()
         self.launcher: tuple[bool, float] | None = None  # (built ahead, seconds), Triton 3.6
         self._ahead: cf.Future | None = None  # the task building it, until its result is read
+        self._hints: cf.Future | None = None  # runners.pool_hints, read by one pool process
         self._prepared: cf.Future | None = None  # the first input set and reference, drawn
 
     def stop(self) -> None:
@@ -163,6 +165,7 @@ class Sweep:
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             if pool is not None:  # the cell's imports in every process, while the worker starts
+                self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
             device = runner.device(self.spec.backend)
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
@@ -243,6 +246,7 @@ class Sweep:
         # a worker that can launch without it (Triton 3.6: direct_launch) is not held for it
         quick_capable = builds_launcher and getattr(backend, "quick_launch", lambda: False)()
         ahead_config: Config | None = None
+        hints: Any = None  # what every compile shares (runners.pool_hints), once it is read
         while not self.stopped:
             while (asked < total and not starved
                    and len(compiling) + len(ready) + len(running) < lookahead):
@@ -262,8 +266,10 @@ class Sweep:
                         ahead = self._ahead = pool.submit(launcher_ahead,
                                                           cloudpickle.dumps((spec, c)))
                         ahead_config = c
+                    if hints is None:  # one process reads them for all the compiles
+                        hints = read_hints(self._hints)
                     compiling[pool.submit(precompile, cloudpickle.dumps(
-                        (spec, c, ahead is not None)))] = c
+                        (spec, c, ahead is not None, hints)))] = c
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
