@@ -108,8 +108,8 @@ def test_no_swizzle_tunable_no_swizzle_map(worker):
     p.result  # noqa: B018
     titles = [f.title.text for row in p.plots._model.children for f in
               ([row[0]] if hasattr(row, "__getitem__") else [row])]
-    assert not any(t.startswith("swizzle") for t in titles)
-    assert p.swizzle_mode not in p.left.children
+    assert p.swizzle.fig.title.text not in titles and p.swizzle_view is None
+    assert all(c in (p.left, p.figures_box) for c in p.body.children)
     session.close()
 
 
