@@ -17,7 +17,7 @@ import pytest
 
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.ui.panels import SwizzlePanel
+from jupyter_ktune.ui.swizzle_map import SwizzlePanel
 
 ROOT = Path(__file__).resolve().parents[1]
 NCU_RUNS = sorted((ROOT / "bench" / "results" / "swizzle_bank_conflicts").glob("*/swizzle.log"))

@@ -37,9 +37,11 @@ from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.live_bokeh import LiveBokehModel
-from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
+from jupyter_ktune.ui.panels import HeatmapPanel, TimingPanel
 from jupyter_ktune.ui.refusal import refusal_reasons
+from jupyter_ktune.ui.roofline import RooflinePanel
 from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
+from jupyter_ktune.ui.swizzle_map import SwizzlePanel
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: the snapshot widget is refreshed at most this often (seconds) during a drag
@@ -119,7 +121,7 @@ class KernelPanel:
         self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
         self.card = w.HTML()
         self.timing = TimingPanel()
-        self.heatmap = HeatmapPanel(space.params)
+        self.heatmap = HeatmapPanel(space.params, unit=self.timing.unit)  # one unit
         self.roofline = RooflinePanel(ceilings)
         names = list(space.names)
         first_x, first_y = default_axes(space.params)
