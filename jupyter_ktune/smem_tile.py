@@ -133,8 +133,8 @@ def parse_smem_tile(args: str, line: int | None, comment: str = "//",
     """Parse the inside of ``smem_tile = (ROWS, COLS, DTYPE[, vector=N][, swizzle=S])``."""
     try:
         call = ast.parse(f"_tile({args})", mode="eval").body
-    except SyntaxError:
-        raise CellError(f"cannot read smem_tile = ({args})", line=line, fix=FIX) from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # NUL bytes, deep nesting
+        raise CellError(f"cannot read smem_tile = ({args[:80]})", line=line, fix=FIX) from None
     assert isinstance(call, ast.Call)
     keywords = {k.arg: k.value for k in call.keywords}
     unknown = set(keywords) - {"vector", "swizzle"}
