@@ -4,8 +4,9 @@ For every config of the notebook's ``%%kernel transpose`` cell (TILE x SWIZZLE) 
 variant through the device worker (verified on fresh inputs, L2 flushed by a read, CUDA events,
 median with a 95% CI), then profiles its first launch under ncu (``--clock-control none``) for
 the shared-memory metrics: load/store instructions, wavefronts, and the excess wavefronts ncu
-counts as bank conflicts. Next to them, the conflict degree that ``jupyter_ktune.swizzle``
-predicts for the column read (the access the swizzle exists for). Prints a table last and writes
+counts as bank conflicts. Next to them, the conflict degree the panel's swizzle map shows for
+the column read (the access the swizzle exists for): the cell's ``smem_tile`` statement through
+``jupyter_ktune.swizzle``'s model. Prints a table last and writes
 ``swizzle_banks.json`` into ``--out``.
 
     python bench/swizzle_bank_conflicts.py --out DIR [--n 8192]      # on a GPU with ncu
@@ -53,13 +54,10 @@ def transpose_spec(n: int):
     return parse_cell(line + " --budget-ms 100", body, {"inputs": inputs, "reference": reference})
 
 
-def predicted(tile: int, mode: str) -> dict[str, int]:
-    """Conflict degree of a warp's row write and column read, from the swizzle model."""
-    from jupyter_ktune.swizzle import Swizzle, conflicts
-
-    sw = Swizzle.parse(mode)
-    return {"row": conflicts(32, tile, 4, sw, access="row"),
-            "column": conflicts(32, tile, 4, sw, access="column")}
+def predicted(spec, config) -> dict[str, int]:
+    """Conflict degree of a warp's row write and column read: the panel's swizzle map, from
+    the cell's ``smem_tile`` statement and the swizzle model."""
+    return spec.smem_tile.shape(config).conflicts()
 
 
 def main() -> int:
@@ -77,7 +75,7 @@ def main() -> int:
                and (not args.swizzles or c["SWIZZLE"] in args.swizzles)]
     if args.check:
         for c in configs:
-            print(c.label(), predicted(c["TILE"], c["SWIZZLE"]))
+            print(c.label(), predicted(spec, c))
         print(f"ok: {len(configs)} configs")
         return 0
 
@@ -95,7 +93,7 @@ def main() -> int:
             row = {"TILE": c["TILE"], "SWIZZLE": c["SWIZZLE"], "status": r.status.value,
                    "reason": r.reason[:200], "median_us": t.median_ms * 1e3 if t else None,
                    "ci95_us": [x * 1e3 for x in t.median_ci_ms()] if t else None,
-                   "runs": t.n if t else None, "predicted": predicted(c["TILE"], c["SWIZZLE"])}
+                   "runs": t.n if t else None, "predicted": predicted(spec, c)}
             if why_no_ncu is None and r.status.value == "ok":
                 try:
                     row["ncu"] = w.call(ncu_metrics, spec, c, SHARED_METRICS, timeout=180)

@@ -29,10 +29,12 @@ _INCLUDE_STMT = re.compile(r"^include(?:\s*=\s*|\s+)(?P<path>\S.*)$")
 # CUDA C++ only: a type for a template type parameter (``T = float``) or the kernel pipeline
 _TYPE_STMT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<ctype>[A-Za-z_][\w:<> ,]*\**)$")
 _PIPELINE_STMT = re.compile(r"^pipeline\s*=\s*(?P<stages>\[.*\])$")
+# the shared-memory tile the swizzle map draws: ``smem_tile = (TILE, TILE, float32)``
+_SMEM_TILE_STMT = re.compile(r"^smem_tile\s*=\s*\((?P<args>.*)\)$")
 _DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
                    "'NAME in range(1, 5)', "
                    "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
-                   "'require EXPR'; Triton: 'a_desc.block_shape = [BM, BK]', 'out.shape = (cdiv(n, BLOCK),)'; CUDA C++: 'include DIR' (or package:folder), "
+                   "'require EXPR', 'smem_tile = (ROWS, COLS, DTYPE)'; Triton: 'a_desc.block_shape = [BM, BK]', 'out.shape = (cdiv(n, BLOCK),)'; CUDA C++: 'include DIR' (or package:folder), "
                    "'T = float' (a template type), 'pipeline = [k1(grid=..., block=...), ...]'.")
 
 
@@ -131,6 +133,7 @@ class Directives:
     pipeline: tuple[str, int | None] | None = None
     block_shapes: dict[str, Expr] = field(default_factory=dict)
     shapes: dict[str, Expr] = field(default_factory=dict)
+    smem_tile: tuple[str, int | None, str] | None = None  # (its arguments, cell line, comment)
 
 
 def add_statement(stmt: str, line: int | None, draft: Directives, comment: str = "//") -> None:
@@ -153,6 +156,11 @@ def add_statement(stmt: str, line: int | None, draft: Directives, comment: str =
         draft.constraints.append(Constraint(m.group("expr"), line, comment=comment))
     elif m := _INCLUDE_STMT.match(stmt):
         draft.includes.append((m.group("path").strip().strip("'\""), line))
+    elif m := _SMEM_TILE_STMT.match(stmt):
+        if draft.smem_tile is not None:
+            raise CellError("smem_tile is declared twice", line=line,
+                            fix=f"Keep one (the first is on cell line {draft.smem_tile[1]}).")
+        draft.smem_tile = (m.group("args"), line, comment)
     elif m := _PIPELINE_STMT.match(stmt):
         draft.pipeline = (m.group("stages"), line)
     elif m := _TYPE_STMT.match(stmt):

@@ -37,6 +37,17 @@ def fmt_time(ms: float) -> str:
     return f"{ms * 1e6:.0f} ns"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 block``, ``4 blocks``, ``1,200 elements``: a count with its noun in the right number.
+
+    Examples
+    --------
+    >>> counted(1, "block"), counted(3, "run"), counted(2, "match", "matches")
+    ('1 block', '3 runs', '2 matches')
+    """
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 #: IQR over median, or the 95% CI's width over median, beyond which a figure is called noisy
 NOISY = 0.25
 
@@ -57,6 +68,23 @@ def noise_note(t: Any) -> str:
 def _row(label: str, value: str) -> str:
     return (f"<tr><th style='text-align:left;padding:1px 10px 1px 0;font-weight:600'>"
             f"{escape(label)}</th><td style='padding:1px 0'>{value}</td></tr>")
+
+
+def _floor_rows(t: Any) -> list[str]:
+    """The event floor and what of it was subtracted: the floor less the empty kernel's own run,
+    the figure the method names (never the floor itself, issue 35)."""
+    if t.event_floor_ms is None:
+        return []
+    overhead = t.event_overhead_ms
+    if overhead is None:
+        return [_row("Event floor", f"{fmt_time(t.event_floor_ms)}: an empty kernel timed the "
+                     "same way (not subtracted)")]
+    own = t.event_floor_ms - overhead
+    own_text = (f" less the empty kernel's own run, {fmt_time(own)}"
+                if own > 0.5e-6 else "")
+    return [_row("Event overhead", f"{fmt_time(overhead)} subtracted from every run above: "
+                 f"the event floor {fmt_time(t.event_floor_ms)} (an empty kernel timed the same "
+                 f"way){own_text}")]
 
 
 def _timing_rows(r: RunResult) -> list[str]:
@@ -86,9 +114,7 @@ def _timing_rows(r: RunResult) -> list[str]:
     if t.event_median_ms is not None:
         rows.append(_row("Raw events", f"{fmt_time(t.event_median_ms)} median of the same runs "
                          "by events alone (includes the stream front end's work)"))
-    if t.event_floor_ms is not None:
-        rows.append(_row("Event floor", f"{fmt_time(t.event_floor_ms)}: an empty kernel timed the "
-                         "same way" + (", subtracted above" if "minus" in t.method else "")))
+    rows += _floor_rows(t)
     if t.graph_ms is not None:
         rows.append(_row("CUDA graph", f"{fmt_time(t.graph_ms)} per launch over "
                          f"{t.graph_launches} back-to-back launches (warm L2, no launch gaps)"))

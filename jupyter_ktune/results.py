@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.render import run_result_html, run_result_text
+from jupyter_ktune.render import counted, run_result_html, run_result_text
 from jupyter_ktune.status import Status as Status
 
 
@@ -45,6 +45,22 @@ class Timing:
     device_ms_total: float = 0.0  # all event-timed device work of this measurement (budgeting)
     stages_ms: Mapping[str, float] = field(default_factory=dict)  # host ms per protocol stage
     host_bound: bool = False  # the GPU waited for the host between runs: the times hold host time
+    # what was subtracted from every run's events: the floor less the empty kernel's own run
+    subtracted_ms: float | None = None
+
+    @property
+    def event_overhead_ms(self) -> float | None:
+        """The event overhead subtracted from every run, or None when nothing was subtracted.
+
+        Results saved before ``subtracted_ms`` was kept give it by their own runs: every run is
+        its event time less the same overhead (issue 35: the card called the 2.82 µs floor
+        "subtracted" where 2.28 µs was).
+        """
+        if self.subtracted_ms is not None:
+            return self.subtracted_ms
+        if self.event_times_ms is None or "minus" not in self.method:
+            return None
+        return float(np.median(np.asarray(self.event_times_ms) - np.asarray(self.times_ms)))
 
     @property
     def event_median_ms(self) -> float | None:
@@ -203,18 +219,19 @@ class OutputCheck:
             return []
         out = []
         if self.unwritten and not self.note:
-            out.append(f"{self.name}: {self.unwritten} of {self.size} elements never written "
-                       f"(first at {self.first_unwritten_index})")
+            out.append(f"{self.name}: {self.unwritten} of {counted(self.size, 'element')} "
+                       f"never written (first at {self.first_unwritten_index})")
         if self.nonfinite:
-            out.append(f"{self.name}: kernel wrote NaN/Inf at {self.nonfinite} elements (first "
-                       f"at {self.first_nonfinite_index})")
+            out.append(f"{self.name}: kernel wrote NaN/Inf at "
+                       f"{counted(self.nonfinite, 'element')} (first at "
+                       f"{self.first_nonfinite_index})")
         if self.note:
             out.append(f"{self.name}: {self.note}")
         off = self.mismatched - self.unwritten - self.nonfinite
         if off > 0 or not out:
             beyond = (f"beyond {_g(self.elem_bound)}·max(|ref|, rms(ref))" if
                       self.rule == "normwise" else "off")
-            what = (f"{off} of {self.size} elements {beyond}, max abs err "
+            what = (f"{off} of {counted(self.size, 'element')} {beyond}, max abs err "
                     f"{self.max_abs_err:.3g}, first at {self.first_bad_index}; " if off > 0
                     else "")
             out.append(f"{self.name}: {what}{self.verdict()}")
@@ -240,11 +257,11 @@ class GuardBreach:
         """'wrote 24 elements past the end of `y` (up to 24 past it)', and/or before its start."""
         parts = []
         if self.after:
-            parts.append(f"wrote {self.after} elements past the end of `{self.name}` (up to "
-                         f"{self.reach_after} past it)")
+            parts.append(f"wrote {counted(self.after, 'element')} past the end of "
+                         f"`{self.name}` (up to {self.reach_after} past it)")
         if self.before:
-            parts.append(f"wrote {self.before} elements before the start of `{self.name}` (up "
-                         f"to {self.reach_before} before it)")
+            parts.append(f"wrote {counted(self.before, 'element')} before the start of "
+                         f"`{self.name}` (up to {self.reach_before} before it)")
         return "; ".join(parts)
 
 

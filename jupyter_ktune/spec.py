@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 from jupyter_ktune.backends import backend_names, get_backend
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
 from jupyter_ktune.space import Constraint, Space
 
 Lang = Literal["cuda", "triton", "pallas"]
@@ -100,6 +101,8 @@ class KernelSpec:
     block_shapes: Mapping[str, Any] = field(default_factory=dict)
     # Triton: ``Mid.shape = (cdiv(M, BLOCK),)``, an output allocated per config at that shape
     output_shapes: Mapping[str, Any] = field(default_factory=dict)
+    # ``smem_tile = (TILE, TILE, float32)``: the tile the panel's swizzle bank map draws
+    smem_tile: SmemTile | None = None
 
     @property
     def source_hash(self) -> str:
@@ -182,6 +185,22 @@ def _variable(name: str | None) -> str | None:
     return name
 
 
+def _smem_tile(stmt: tuple[str, int | None, str] | None, space: Space,
+               types: Mapping[str, tuple[str, int | None]]) -> SmemTile | None:
+    """Parse the ``smem_tile`` statement; its expressions may read tunables only (the map is
+    drawn from the config alone, with no inputs and no device)."""
+    if stmt is None:
+        return None
+    args, line, comment = stmt
+    tile = parse_smem_tile(args, line, comment, types)
+    unknown = sorted(tile.names() - set(space.names))
+    if unknown:
+        raise CellError(f"smem_tile reads '{unknown[0]}', which is not a tunable", line=line,
+                        fix="Give its sizes in tunables and numbers, e.g. "
+                            "smem_tile = (TILE, TILE, float32).")
+    return tile
+
+
 def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
     r"""Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`.
 
@@ -249,6 +268,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
                         f"{args.backend}", line=line_of,
                         fix="Remove it, or use --backend cuda.")
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
+    smem_tile = _smem_tile(draft.smem_tile, space, draft.types)
     reference = _lookup(namespace, args.reference, "--reference")
     if reference is not None and not outputs:
         raise CellError("--reference needs the names of the outputs to check", line=1,
@@ -264,7 +284,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         options=options, includes=(*((d, 1) for d in args.include), *draft.includes),
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
-        package_source=package_source)
+        package_source=package_source, smem_tile=smem_tile)
     expand = getattr(get_backend(spec.backend), "expand", None)
     spec = expand(spec, namespace) if expand is not None else spec
     if initial:  # after the backend's expansion: a kernel's own @triton.autotune list is a space

@@ -115,11 +115,33 @@ def test_the_history_figure_holds_every_result_a_sweep_delivers(panel):
 
 
 def test_swizzle_map_follows_the_swizzle_tunable(panel):
-    panel.controls.widgets["SWIZZLE"].value = "128B"
-    panel.session.wait_idle()
-    assert panel.swizzle_mode.value == "128B" and "B128" in panel.swizzle.fig.title.text
-    assert "columns 1-way" in panel.swizzle.fig.title.text
+    panel.controls.widgets["SWIZZLE"].value = "128B"  # drawn from the controls, before a result
+    assert "128B swizzle" in panel.swizzle.fig.title.text
+    assert "generic" in panel.swizzle.fig.title.text  # this cell declares no smem_tile
+    assert "column read 1-way" in panel.swizzle.fig.title.text
     assert len(set(panel.swizzle.source.data["bank"])) == 32
+    panel.session.wait_idle()
+
+
+def test_swizzle_map_of_the_cells_tile_follows_the_sliders_without_a_device():
+    """The transpose of examples/swizzle_banks.ipynb, nothing measured (a replay of no results):
+    every request is 'cannot run', the timing figures give way, the map stays and follows."""
+    from test_smem_tile import transpose_spec
+
+    from jupyter_ktune.ui.replay import ReplaySession
+
+    spec = transpose_spec()
+    session = ReplaySession(spec, [], {"SMEM_PER_BLOCK": 232448})
+    p = KernelPanel(session, spec.space.config({"TILE": 32, "SWIZZLE": "none"}), ceilings=None)
+    assert p.current.status is Status.CANNOT_RUN
+    assert p.figures_box.layout.display == "none" and p.swizzle_view in p.body.children
+    assert p.swizzle.counts == {"row": 1, "column": 32}
+    assert "32×32 float32" in p.swizzle.fig.title.text
+    p.controls.widgets["TILE"].value = 64
+    p.controls.widgets["SWIZZLE"].value = "128B"
+    assert p.swizzle.counts == {"row": 1, "column": 8}  # ncu on the H200: 8.40 wavefronts
+    assert "64×64 float32 · 4 B a thread · 128B swizzle" in p.swizzle.fig.title.text
+    assert len(p.swizzle.source.data["r"]) == 64 * 64
 
 
 def test_newest_request_wins_and_stale_results_never_become_current(worker):

@@ -10,6 +10,12 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from test_panel import (
+    LINE,
+    NS,
+    SRC,
+    panel,  # noqa: F401 - the live panel fixture
+)
 
 from jupyter_ktune.editor import MIME_TYPE as EDITOR_MIME
 from jupyter_ktune.render import fmt_time, noise_note, run_result_html
@@ -17,13 +23,11 @@ from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Ti
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
-from jupyter_ktune.ui.panels import BANK_COLOURS, central
+from jupyter_ktune.ui.panels import central
 from jupyter_ktune.ui.refusal import fmt_number, refusal_reasons
 from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
+from jupyter_ktune.ui.swizzle_map import BANK_COLOURS
 from jupyter_ktune.ui.units import scaled, time_unit
-
-from test_panel import LINE, NS, SRC
-from test_panel import panel  # noqa: F401 - the live panel fixture
 
 
 @pytest.mark.parametrize(("values", "unit"), [
@@ -108,8 +112,8 @@ def test_no_swizzle_tunable_no_swizzle_map(worker):
     p.result  # noqa: B018
     titles = [f.title.text for row in p.plots._model.children for f in
               ([row[0]] if hasattr(row, "__getitem__") else [row])]
-    assert not any(t.startswith("swizzle") for t in titles)
-    assert p.swizzle_mode not in p.left.children
+    assert p.swizzle.fig.title.text not in titles and p.swizzle_view is None
+    assert all(c in (p.left, p.figures_box) for c in p.body.children)
     session.close()
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.render import counted
+
 Role = str  # "memory" | "compute" | "other"
 
 _MEMORY = re.compile(r"load|store|copy|tma|cp_?async|gmem|smem|fetch|prefetch|write|read|"
@@ -278,7 +280,8 @@ class Breakdown:
                     if self.lines else f"{self.source}: no scope events")
         ov = self.overlap()
         clk = f"{self.sm_clock_mhz:.0f} MHz" if self.sm_clock_mhz else "no clock"
-        return (f"{self.source}: {len(self)} scope events from {ov['blocks']} blocks, "
+        return (f"{self.source}: {counted(len(self), 'scope event')} from "
+                f"{counted(ov['blocks'], 'block')}, "
                 f"cycles -> ns at {clk} ({self.clock_source}); memory/compute overlap "
                 f"{ov['overlap']:.0%}, idle {ov['idle']:.0%}")
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ktune.measure.breakdown import Breakdown
+from jupyter_ktune.render import counted
 
 SECTIONS = ("SourceCounters", "WarpStateStats")
 _STALL = "smsp__pcsamp_warps_issue_stalled_"
@@ -145,7 +146,8 @@ def read_report(path: str | os.PathLike[str], kernel: str, keep_file: Callable[[
     lines = action_lines(chosen, keep_file)
     dur = chosen.metric_by_name("gpu__time_duration.sum")
     total = sum(r["samples"] for r in lines.values())
-    note = (f"ncu warp-state sampling: {total} samples on {len(lines)} cell lines "
+    note = (f"ncu warp-state sampling: {counted(total, 'sample')} on "
+            f"{counted(len(lines), 'cell line')} "
             "(--clock-control none)")
     return Breakdown.lines_only(chosen.name(), lines, "ncu", notes=(note,),
                                 trace_bytes=os.path.getsize(path),

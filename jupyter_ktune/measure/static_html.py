@@ -12,6 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from jupyter_ktune.measure.sass import WGMMA_OPCODES, SassMix, category
+from jupyter_ktune.render import counted
 
 if TYPE_CHECKING:
     from jupyter_ktune.measure.static import KernelStatic, StaticReport
@@ -48,8 +49,8 @@ def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
         occ = rep.occupancy(k.name, rep.threads_per_block)
     except ValueError as exc:
         return escape(str(exc))
-    text = (f"{occ.occupancy:.0%}: {occ.active_blocks_per_sm} blocks of "
-            f"{rep.threads_per_block} threads per SM, limited by {occ.limiter.replace('_', ' ')}")
+    text = (f"{occ.occupancy:.0%}: {counted(occ.active_blocks_per_sm, 'block')} of "
+            f"{counted(rep.threads_per_block, 'thread')} per SM, limited by {occ.limiter.replace('_', ' ')}")
     return _warn(text, occ.active_blocks_per_sm == 0)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jupyter_ktune.render import counted
+
 if TYPE_CHECKING:
     from jupyter_ktune.measure.sass import SassMix
     from jupyter_ktune.measure.static import KernelStatic, StaticReport
@@ -55,8 +57,8 @@ def _occupancy(rep: StaticReport, k: KernelStatic) -> str:
         return f"occupancy: {exc}"
     if occ.active_blocks_per_sm == 0:
         return f"occupancy 0%: {occ.reason or 'the block does not fit on an SM'}"
-    return (f"occupancy {occ.occupancy:.0%}: {occ.active_blocks_per_sm} blocks of "
-            f"{rep.threads_per_block} threads per SM, limited by {occ.limiter.replace('_', ' ')}")
+    return (f"occupancy {occ.occupancy:.0%}: {counted(occ.active_blocks_per_sm, 'block')} of "
+            f"{counted(rep.threads_per_block, 'thread')} per SM, limited by {occ.limiter.replace('_', ' ')}")
 
 
 def _mix(mix: SassMix | None, error: str) -> str:
@@ -69,7 +71,7 @@ def _mix(mix: SassMix | None, error: str) -> str:
     parts.append(f"LDL/STL {mix.categories.get('local_load', 0)}/"
                  f"{mix.categories.get('local_store', 0)}")
     parts += [f"{label} ×{mix.categories[cat]}" for cat, label in _MIX if mix.categories.get(cat)]
-    return f"SASS ({mix.instructions} instructions): " + " · ".join(parts)
+    return f"SASS ({counted(mix.instructions, 'instruction')}): " + " · ".join(parts)
 
 
 def _bytes(n: int) -> str:

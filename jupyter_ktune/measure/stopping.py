@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
+from jupyter_ktune.render import counted
 
 
 def step_sizes(first: int, batch: int) -> Iterator[int]:
@@ -46,7 +47,7 @@ def raced_out(times: np.ndarray, floor_ms: float, plan: Any) -> str:
     lo, _hi = median_ci(times)
     lo -= floor_ms
     if plan.race_ms is not None and lo > plan.race_ms * (1 + plan.race_margin):
-        return (f"; raced: stopped after {times.size} runs, its median's 95% CI starts at "
-                f"{lo:.4g} ms, over {plan.race_margin:.0%} above the incumbent's "
+        return (f"; raced: stopped after {counted(times.size, 'run')}, its median's 95% CI "
+                f"starts at {lo:.4g} ms, over {plan.race_margin:.0%} above the incumbent's "
                 f"{plan.race_ms:.4g} ms")
     return ""

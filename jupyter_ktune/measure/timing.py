@@ -382,5 +382,6 @@ def time_kernel(launch: Callable[[], None], timer: DeviceTimer,
                   warmup_runs=warmup, graph_ms=graph_ms,
                   graph_launches=plan.graph_launches if graph_ms is not None else 0,
                   host_launch_us=host_us, event_floor_ms=floor_ms,
+                  subtracted_ms=overhead_ms if plan.subtract_floor and not use_cupti else None,
                   device_ms_total=float(sum(_spent)), stages_ms=dict(stages.ms),
                   host_bound=host_bound)

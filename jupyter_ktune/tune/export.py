@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
 from jupyter_ktune.tune.store import StoredResult
 
@@ -34,7 +35,7 @@ def _ranked(report: TuneReport, k: int) -> list[StoredResult]:
 def _header(report: TuneReport, comment: str) -> list[str]:
     lines = [f"{comment} Tuned by jupyter-ktune: {report.kernel} ({report.backend}) on "
              f"{report.device}, strategy '{report.strategy}', "
-             f"{len(report.evaluations)} of {report.valid_configs} configs evaluated"]
+             f"{len(report.evaluations)} of {counted(report.valid_configs, 'config')} evaluated"]
     if report.verdict is not None:
         lines.append(f"{comment} {report.verdict.text()}")
     return lines

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.measure.stats import bootstrap_medians
+from jupyter_ktune.render import counted
 from jupyter_ktune.space import Config, Space
 from jupyter_ktune.tune.export import export as export_report
 from jupyter_ktune.tune.store import StoredResult
@@ -223,7 +224,7 @@ class TuneReport:
         best = self.best
         if best is not None:
             lines.append(f"  best {best.config.label()}: {best.median_ms * 1e3:.2f} µs median "
-                         f"({best.times_ms.size} runs)")  # type: ignore[union-attr]
+                         f"({counted(best.times_ms.size, 'run')})")  # type: ignore[union-attr]
         if self.verdict is not None:
             lines.append("  " + self.verdict.text())
         if self.warm is not None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_ktune.render import counted
 from jupyter_ktune.space import Config, Space
 
 
@@ -64,7 +65,8 @@ class RankingMove:
         now = (f"is now #{self.old_best_now}" if self.old_best_now is not None
                else "failed or was not timed now")
         rho = ("" if self.spearman is None else
-               f"; Spearman rank correlation {self.spearman:.2f} over the {self.compared} configs "
+               f"; Spearman rank correlation {self.spearman:.2f} over the "
+               f"{counted(self.compared, 'config')} "
                "timed in both")
         return (f"warm start from version {self.source_hash}: its best "
                 f"{self.old_best.label()} {now}{rho}")

@@ -29,6 +29,7 @@ from bokeh.layouts import gridplot
 from jupyter_ktune.render import fmt_time, noise_note, run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
+from jupyter_ktune.smem_tile import SWIZZLE_NAMES
 from jupyter_ktune.space import Config
 from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.sweep import TuneOptions
@@ -36,11 +37,12 @@ from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.live_bokeh import LiveBokehModel
-from jupyter_ktune.ui.panels import HeatmapPanel, RooflinePanel, SwizzlePanel, TimingPanel
+from jupyter_ktune.ui.panels import HeatmapPanel, TimingPanel
 from jupyter_ktune.ui.refusal import refusal_reasons
+from jupyter_ktune.ui.roofline import RooflinePanel
 from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
+from jupyter_ktune.ui.swizzle_map import SwizzlePanel
 
-_SWIZZLE_NAMES = ("SWIZZLE", "SWIZZLE_MODE", "SMEM_SWIZZLE")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: the snapshot widget is refreshed at most this often (seconds) during a drag
 SNAPSHOT_EVERY_S = 0.5
@@ -119,9 +121,8 @@ class KernelPanel:
         self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
         self.card = w.HTML()
         self.timing = TimingPanel()
-        self.heatmap = HeatmapPanel(space.params)
+        self.heatmap = HeatmapPanel(space.params, unit=self.timing.unit)  # one unit
         self.roofline = RooflinePanel(ceilings)
-        self.swizzle = SwizzlePanel()
         names = list(space.names)
         first_x, first_y = default_axes(space.params)
         self.axis_x = w.Dropdown(options=names, value=first_x,
@@ -134,19 +135,20 @@ class KernelPanel:
             d.observe(lambda _c: self._set_axes(), names="value")
         self._set_axes()
         self.heatmap.source.selected.on_change("indices", self._tapped)
-        # the swizzle map only for kernels with a swizzle tunable
-        self._swizzle_param = next((n for n in _SWIZZLE_NAMES if n in names), None)
-        self.swizzle_mode = w.Dropdown(
-            options=["none", "32B", "64B", "128B"], description="swizzle map",
-            value=str(start[self._swizzle_param]) if self._swizzle_param else "none",
-            layout=w.Layout(width="220px"))
-        self.swizzle_mode.observe(lambda c: self.swizzle.show(c["new"]), names="value")
-        self.swizzle.show(self.swizzle_mode.value)
+        # the swizzle map for kernels that declare their tile or have a swizzle tunable; it is
+        # the model's, so it follows the controls (not the results) and needs no device
+        spec = session.spec
+        self.swizzle = SwizzlePanel(spec.smem_tile)
+        self.has_swizzle_map = spec.smem_tile is not None or any(
+            n in names for n in SWIZZLE_NAMES)
         figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig]
-        if self._swizzle_param:
-            figures.append(self.swizzle.fig)
         self.plots = LiveBokehModel(gridplot([figures[i:i + 2] for i in range(0, len(figures), 2)],
                                              toolbar_location=None))
+        self.swizzle_view = LiveBokehModel(self.swizzle.fig) if self.has_swizzle_map else None
+        if self.has_swizzle_map:
+            for widget in self.controls.widgets.values():
+                widget.observe(lambda _c: self.swizzle.show(self.controls.values), names="value")
+            self.swizzle.show(self.controls.values)
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
         self.dock_button = w.Button(description="Dock", icon="columns",
@@ -156,14 +158,14 @@ class KernelPanel:
         self.dock_button.on_click(lambda _b: self.dock())
         self.cannot_run = w.HTML(layout=w.Layout(display="none"))
         left_items = [self.controls.box, w.HBox([self.axis_x, self.axis_y])]
-        if self._swizzle_param:
-            left_items.append(self.swizzle_mode)
         left_items += [self.autotune.box, w.HBox([self.breakdown.button, self.dock_button])]
         # fixed width: the sweep summary wraps instead of widening the column
         self.left = w.VBox(left_items, layout=w.Layout(width="390px", min_width="390px"))
         self.figures_box = w.VBox([self.plots])
         # narrow outputs (1280 px with the file browser open): the figures wrap below the controls
-        self.body = w.HBox([self.left, self.figures_box],
+        # the swizzle map stays when nothing can run here (figures_box is hidden then)
+        self.body = w.HBox([self.left, self.figures_box,
+                            *([self.swizzle_view] if self.swizzle_view is not None else [])],
                            layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         self.snapshot = w.HTML(layout=w.Layout(display="none"))
         self.snapshot.add_class("ktune-snapshot-src")  # copied into the saved output (panel.ts)
@@ -205,8 +207,6 @@ class KernelPanel:
                 self.timing.show_current(r)
                 self.roofline.show(r)
                 self.controls.showing(Config(r.config).label())
-                if self._swizzle_param:
-                    self.swizzle_mode.value = str(r.config[self._swizzle_param])
                 self._adapt()
                 self._snapshot_soon()
             spent = r.measurement.timing.device_ms_total if r.measurement else 0.0
@@ -318,7 +318,9 @@ class KernelPanel:
 
     # -- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        self.plots.displayed()  # views made for this output start from the current data
+        for view in (self.plots, self.swizzle_view):  # views made for this output start
+            if view is not None:                       # from the current data
+                view.displayed()
         view = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
         snapshot = self.snapshot_html()
         self.snapshot.value = snapshot

@@ -28,6 +28,7 @@ from bokeh.palettes import Category10, Viridis256
 from bokeh.plotting import figure
 
 from jupyter_ktune.measure.breakdown import Breakdown, scope_role
+from jupyter_ktune.render import counted
 
 _W, _H = 330, 220
 _ROLE_COLOUR = {"overlap": "#6f42c1", "memory_only": "#4c72b0", "compute_only": "#dd8452",
@@ -154,7 +155,7 @@ class BreakdownViews:
         self.overlap.data = cols
         gap = ov["gaps"][0]["ns"] if ov["gaps"] else 0.0
         self.figures[3].title.text = (f"overlap {ov['overlap']:.0%}, idle {ov['idle']:.0%} of "
-                                      f"{ov['blocks']} blocks; longest gap {gap:.0f} ns")
+                                      f"{counted(ov['blocks'], 'block')}; longest gap {gap:.0f} ns")
 
     def show_lines(self, lines: Any, top: int = 4) -> None:
         """Per cell line, samples stacked by the top stall reasons (others lumped)."""

@@ -1,15 +1,19 @@
 """Bokeh figures of the live panel, each built once and then fed through ColumnDataSources.
 
 (a) timing: the current variant's run-time distribution and the history of variants tried;
-(b) heatmap over two chosen tunables (colour = median time, hover = config, tap = select);
-(c) roofline against the device's measured ceilings; (f) swizzle bank map with the conflict
-degree of a row and a column access. Updates replace ``source.data`` or ``stream`` into it, so
-only the changed columns travel to the browser (jupyter_bokeh sends document patches).
+(b) heatmap over two chosen tunables (colour = median time, hover = config, tap = select).
+The roofline is :mod:`jupyter_ktune.ui.roofline`, the swizzle bank map
+:mod:`jupyter_ktune.ui.swizzle_map`. Updates replace ``source.data``, so only the changed
+columns travel to the browser (jupyter_bokeh sends document patches).
+
+Every time figure of a panel draws in one unit (issue 35: the history read ms beside a histogram
+in µs): :meth:`TimingPanel.unit` picks it from all the times the panel shows, and the heatmap's
+colour bar takes the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,12 +26,12 @@ from bokeh.models import (
     Range1d,
     TapTool,
 )
-from bokeh.palettes import Category20, Category20b, Viridis256
+from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
-from jupyter_ktune.render import fmt_time, noise_note
+from jupyter_ktune.render import counted, fmt_time, noise_note
 from jupyter_ktune.results import RunResult, Status
-from jupyter_ktune.swizzle import Swizzle, bank_map, conflicts
+from jupyter_ktune.ui.axes import legend_below, quiet_axes, thin_labels
 from jupyter_ktune.ui.units import scaled, time_unit
 
 _W, _H = 330, 220
@@ -39,15 +43,6 @@ _KIND_STYLE = {"current": ("circle", 1.0), "stale": ("circle", 0.3), "sweep": ("
 
 def _label(config: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
-
-
-def _quiet_axes(f: Any) -> None:
-    """Few ticks and plain numbers, so labels never run into each other."""
-    for axis in (f.xaxis, f.yaxis):
-        axis.ticker.desired_num_ticks = 4
-        if hasattr(axis.formatter, "use_scientific"):
-            axis.formatter.use_scientific = False
-    f.title.text_font_size = "10pt"
 
 
 def central(times_ms: np.ndarray) -> tuple[np.ndarray, int]:
@@ -69,6 +64,7 @@ class TimingPanel:
         self.hist = ColumnDataSource({"i": [], "t": [], "text": [], "config": [], "status": [],
                                       "colour": [], "alpha": [], "marker": [], "kind": []})
         self._ms: list[float] = []  # the history's medians in ms (the column holds them scaled)
+        self._runs_ms: np.ndarray | None = None  # the current variant's runs drawn, in ms
         # Range1d, set from Python on every update: a DataRange1d kept an earlier variant's span
         # in the browser (bars and points drawn off the axes after a few updates)
         f = figure(width=_W, height=_H, title="current variant: run times",
@@ -79,40 +75,62 @@ class TimingPanel:
         h = figure(width=_W, height=_H, title="every result (median)", x_axis_label="result #",
                    x_range=Range1d(0.5, 1.5), y_range=Range1d(0, 1),
                    y_axis_label="median", toolbar_location=None)
-        h.scatter("i", "t", source=self.hist, color="colour", alpha="alpha", marker="marker",
-                  size=8, legend_field="kind")
-        h.legend.location = "top_left"
-        h.legend.label_text_font_size = "8pt"
-        h.legend.background_fill_alpha = 0.6
-        h.legend.padding = h.legend.spacing = 1
+        dots = h.scatter("i", "t", source=self.hist, color="colour", alpha="alpha",
+                         marker="marker", size=8)
+        legend_below(h, dots, "kind")  # under the plot: it never covers a point
         h.add_tools(HoverTool(tooltips=[("config", "@config"), ("median", "@text"),
                                         ("status", "@status"), ("from", "@kind")]))
         for fig in (f, h):
-            _quiet_axes(fig)
+            quiet_axes(fig)
         h.xaxis.ticker.min_interval = 1  # result numbers are whole
         self.figures = (f, h)
+
+    def unit(self, more_ms: Sequence[float] = ()) -> tuple[str, float]:
+        """The panel's one time unit: the largest of every median and the current runs decides."""
+        runs = [float(np.max(self._runs_ms))] if self._runs_ms is not None else []
+        return time_unit([*self._ms, *runs, *more_ms])
 
     def show_current(self, r: RunResult) -> None:
         """Replace the distribution with the current variant's runs (empty if not timed)."""
         f = self.figures[0]
         if r.measurement is None:
+            self._runs_ms = None
             self.dist.data = {"left": [], "right": [], "count": []}
             f.title.text = f"current variant: {r.status.value}"
             return
         t = r.measurement.timing
-        times, slow = central(np.asarray(t.times_ms))
-        unit, size = time_unit([float(np.max(times))])
-        vals = times / size
-        counts, edges = np.histogram(vals, bins=min(30, max(5, vals.size // 8)))
-        self.dist.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
-                          "count": counts.tolist()}
-        pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
-        f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
-        f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5
-        f.xaxis.axis_label = f"run time ({unit})" + (
-            f", {slow} slower run{'s' if slow > 1 else ''} not drawn" if slow else "")
+        self._runs_ms, self._slow = central(np.asarray(t.times_ms))
         noisy = " · NOISY" if noise_note(t) else ""
         f.title.text = f"median {fmt_time(t.median_ms)} · IQR {fmt_time(t.iqr_ms)}{noisy}"
+        self._redraw()
+
+    _slow = 0  # runs of the current variant left out of the histogram (far outliers)
+
+    def _redraw(self) -> None:
+        """Draw both figures in the panel's unit (a new result may change it)."""
+        unit, size = self.unit()
+        f, h = self.figures
+        if self._runs_ms is not None:
+            vals = self._runs_ms / size
+            counts, edges = np.histogram(vals, bins=min(30, max(5, vals.size // 8)))
+            self.dist.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
+                              "count": counts.tolist()}
+            pad = (edges[-1] - edges[0]) * 0.05 or abs(edges[0]) * 0.05 or 1.0
+            f.x_range.start, f.x_range.end = float(edges[0] - pad), float(edges[-1] + pad)
+            f.y_range.start, f.y_range.end = 0, float(counts.max()) * 1.1 + 0.5
+            f.xaxis.axis_label = f"run time ({unit})" + (
+                f", {counted(self._slow, 'slower run')} not drawn" if self._slow else "")
+        if self._ms:
+            data = dict(self.hist.data)
+            data["t"] = scaled(self._ms, size)
+            self.hist.data = data
+            h.yaxis.axis_label = f"median ({unit})"
+            ys = [y for y in data["t"] if y == y]
+            if ys:
+                lo, hi = min(ys), max(ys)
+                pad = (hi - lo) * 0.12 or hi * 0.05 or 1.0
+                h.y_range.start, h.y_range.end = lo - pad, hi + pad
+            h.x_range.start, h.x_range.end = 0.5, len(self._ms) + 0.5
 
     def add(self, r: RunResult, kind: str) -> None:
         """Append one delivery (``kind``: current, stale or sweep) to the history; all are kept."""
@@ -124,19 +142,11 @@ class TimingPanel:
                "config": _label(r.config), "status": r.status.value,
                "colour": _STATUS_COLOUR.get(r.status, "#57606a"), "alpha": alpha,
                "marker": marker, "kind": KINDS[kind]}
-        unit, size = time_unit(self._ms)
-        # Whole-column assignment (not stream()): a view made later starts from the whole data.
-        data = {k: list(v) + [row[k]] for k, v in self.hist.data.items() if k != "t"}
-        data["t"] = scaled(self._ms, size)
-        self.hist.data = data
-        h = self.figures[1]
-        h.yaxis.axis_label = f"median ({unit})"
-        ys = [y for y in data["t"] if y == y]
-        if ys:
-            lo, hi = min(ys), max(ys)
-            pad = (hi - lo) * 0.12 or hi * 0.05 or 1.0
-            h.y_range.start, h.y_range.end = lo - pad, hi + pad * 2.5  # room for the legend
-        h.x_range.start, h.x_range.end = 0.5, len(self._ms) + 0.5
+        # Whole-column assignment (not stream()): a view made later starts from the whole data;
+        # "t" is filled in the panel's unit by _redraw
+        self.hist.data = {k: list(v) + [row.get(k, float("nan"))]
+                          for k, v in self.hist.data.items()}
+        self._redraw()
 
 
 class HeatmapPanel:
@@ -147,8 +157,11 @@ class HeatmapPanel:
     full, so a tap runs exactly what the cell shows.
     """
 
-    def __init__(self, params: Sequence[Any]) -> None:
+    def __init__(self, params: Sequence[Any],
+                 unit: Callable[[Sequence[float]], tuple[str, float]] | None = None) -> None:
         self.params = {p.name: p for p in params}
+        #: the panel's time unit given the times drawn here (TimingPanel.unit), or their own
+        self.unit = unit or time_unit
         self.source = ColumnDataSource({"x": [], "y": [], "t": [], "config": [], "text": [],
                                         "n": []})
         self.mapper = LinearColorMapper(palette=Viridis256, nan_color="#afb8c1")
@@ -174,6 +187,9 @@ class HeatmapPanel:
         ys = [str(v) for v in self.params[y].values] if y else ["-"]
         self.fig.x_range.factors, self.fig.y_range.factors = xs, ys
         self.fig.xaxis.axis_label, self.fig.yaxis.axis_label = x, y or ""
+        # 41 values of a tunable used to print 41 labels into one strip: label every k-th
+        thin_labels(self.fig.xaxis, xs, self.fig.width - 90)
+        thin_labels(self.fig.yaxis, ys, self.fig.height - 70, vertical=True)
         self.cells = {}
         for r in known:
             self._put(r)
@@ -203,7 +219,7 @@ class HeatmapPanel:
         picks = {k: self._pick(v) for k, v in self.cells.items()}
         ms = [r.median_ms if r.status is Status.OK and r.median_ms else float("nan")
               for r, _ in picks.values()]
-        unit, size = time_unit(ms)
+        unit, size = self.unit(ms)
         vals = scaled(ms, size)
         finite = [v for v in vals if np.isfinite(v)]
         # all-NaN data leaves the mapper without a range and Bokeh draws nothing at all
@@ -225,73 +241,3 @@ class HeatmapPanel:
         return dict(self.shown[index])
 
 
-class RooflinePanel:
-    """(c) Arithmetic intensity vs achieved rate, under the device's measured ceilings.
-
-    Host time (an interpreter on a CPU) is not GPU time: no point is placed for it.
-    """
-
-    def __init__(self, ceilings: Mapping[str, Any] | None) -> None:
-        self.ceilings = dict(ceilings or {})
-        self.point = ColumnDataSource({"ai": [], "tflops": [], "label": []})
-        self.roof = ColumnDataSource({"ai": [], "tflops": []})
-        f = figure(width=_W, height=_H, x_axis_type="log", y_axis_type="log",
-                   x_axis_label="FLOP/byte", y_axis_label="TFLOP/s", toolbar_location=None)
-        f.line("ai", "tflops", source=self.roof, color="#57606a", line_width=2)
-        f.scatter("ai", "tflops", source=self.point, size=10, color="#cf222e")
-        f.add_tools(HoverTool(tooltips=[("variant", "@label"), ("TFLOP/s", "@tflops{0.000}"),
-                                        ("FLOP/byte", "@ai{0.000}")]))
-        f.title.text_font_size = "10pt"
-        self.fig = f
-        bw, peak = self.ceilings.get("bandwidth_gbps"), self.ceilings.get("tflops")
-        if bw and peak:
-            ai = np.logspace(-2, 4, 60)
-            self.roof.data = {"ai": ai.tolist(),
-                              "tflops": np.minimum(ai * bw / 1e3, peak).tolist()}
-            self.title = f"roofline · {bw:,.0f} GB/s · {peak:,.0f} TFLOP/s"
-        else:
-            self.title = "roofline (no measured ceilings)"
-        f.title.text = self.title
-
-    def show(self, r: RunResult) -> None:
-        """Place the current variant (needs flops and bytes from the cell, and GPU time)."""
-        m = r.measurement
-        host = m is not None and "host time" in m.timing.method
-        self.fig.visible = not host  # a roofline of interpreter host time would mislead
-        if m is None or not m.flops or not m.bytes or host:
-            self.point.data = {"ai": [], "tflops": [], "label": []}
-            return
-        self.point.data = {"ai": [m.flops / m.bytes], "tflops": [m.tflops],
-                           "label": [_label(r.config)]}
-
-
-#: 32 distinct colours, one per shared-memory bank
-BANK_COLOURS = tuple(Category20[20]) + tuple(Category20b[20][::2]) + tuple(Category20b[20][1:4:2])
-
-
-class SwizzlePanel:
-    """(f) Shared-memory bank of each element of a tile after swizzling, with conflicts."""
-
-    def __init__(self) -> None:
-        self.source = ColumnDataSource({"r": [], "c": [], "bank": [], "colour": []})
-        f = figure(width=_W, height=_H + 40, toolbar_location=None, y_range=(16.5, -0.5),
-                   x_axis_label="element (column)", y_axis_label="row")
-        f.rect("c", "r", 1, 1, source=self.source, fill_color="colour", line_color=None)
-        f.add_tools(HoverTool(tooltips=[("row", "@r"), ("col", "@c"), ("bank", "@bank")]))
-        _quiet_axes(f)
-        self.fig = f
-
-    def show(self, mode: Any, rows: int = 16, row_bytes: int = 128, elem_bytes: int = 2) -> None:
-        """Draw ``rows`` x ``row_bytes`` of a row-major tile of ``elem_bytes`` elements."""
-        sw = Swizzle.parse(mode)
-        cols = row_bytes // elem_bytes
-        banks = bank_map(rows, cols, elem_bytes, sw)
-        r, c = np.indices(banks.shape)
-        self.source.data = {"r": r.ravel().tolist(), "c": c.ravel().tolist(),
-                            "bank": banks.ravel().tolist(),
-                            "colour": [BANK_COLOURS[b] for b in banks.ravel()]}
-        vec = 16
-        row_c = conflicts(rows, cols, elem_bytes, sw, access="row", vector_bytes=vec)
-        col_c = conflicts(rows, cols, elem_bytes, sw, access="column", vector_bytes=vec)
-        self.fig.y_range.start, self.fig.y_range.end = rows - 0.5, -0.5
-        self.fig.title.text = f"swizzle {sw.name}: rows {row_c}-way, columns {col_c}-way"

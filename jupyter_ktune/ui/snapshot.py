@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.render import fmt_time, run_result_html
+from jupyter_ktune.render import counted, fmt_time, run_result_html
 from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.ui.axes import label_step
 from jupyter_ktune.ui.units import scaled, time_unit
 
 MIME_TYPE = "application/vnd.jupyter-ktune.panel+json"
@@ -39,12 +40,12 @@ def _ticks(lo: float, hi: float) -> str:
             f"{hi:.4g}</text>")
 
 
-def distribution_svg(r: RunResult) -> str:
-    """Histogram of the current variant's run times, in a scaled unit."""
+def distribution_svg(r: RunResult, unit: tuple[str, float] | None = None) -> str:
+    """Histogram of the current variant's run times, in ``unit`` (default: scaled to them)."""
     if r.measurement is None:
         return _frame(f"current variant: {r.status.value}", "", "")
     t = r.measurement.timing
-    unit, size = time_unit([float(np.max(t.times_ms))])
+    unit, size = unit or time_unit([float(np.max(t.times_ms))])
     counts, edges = np.histogram(np.asarray(t.times_ms) / size, bins=20)
     top = max(int(counts.max()), 1)
     bw = (_W - 8) / len(counts)
@@ -56,11 +57,16 @@ def distribution_svg(r: RunResult) -> str:
                   bars + _ticks(float(edges[0]), float(edges[-1])), unit)
 
 
-def history_svg(results: Sequence[RunResult]) -> str:
+def _medians(results: Sequence[RunResult]) -> list[float]:
+    return [r.median_ms if r.status is Status.OK and r.median_ms else float("nan")
+            for r in results]
+
+
+def history_svg(results: Sequence[RunResult], unit: tuple[str, float] | None = None) -> str:
     """Every result's median (newest points), failures drawn at the bottom in red."""
     shown = list(results)[-_MAX_POINTS:]
-    ms = [r.median_ms if r.status is Status.OK and r.median_ms else float("nan") for r in shown]
-    unit, size = time_unit(ms)
+    ms = _medians(shown)
+    unit, size = unit or time_unit(ms)
     vals = scaled(ms, size)
     finite = [v for v in vals if v == v]
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
@@ -74,8 +80,8 @@ def history_svg(results: Sequence[RunResult]) -> str:
             dots.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.5' fill='#1a7f37'/>")
         else:
             dots.append(f"<circle cx='{x:.1f}' cy='{_H - _PAD:.1f}' r='2.5' fill='#cf222e'/>")
-    title = f"{len(results)} results · best {fmt_time(lo * size)}" if finite else \
-        f"{len(results)} results"
+    title = f"{counted(len(results), 'result')} · best {fmt_time(lo * size)}" if finite else \
+        counted(len(results), "result")
     return _frame(title, "".join(dots) + _ticks(lo, hi), f"median ({unit})")
 
 
@@ -98,10 +104,13 @@ def heatmap_svg(source_data: dict[str, list[Any]], xs: Sequence[str], ys: Sequen
         cells.append(f"<rect x='{36 + xs.index(x) * cw:.1f}' y='{2 + ys.index(y) * ch:.1f}' "
                      f"width='{cw - 1:.1f}' height='{ch - 1:.1f}' fill='{fill}'>"
                      f"<title>{escape(str(text))}</title></rect>")
+    sx, sy = label_step(xs, _W - 40), label_step(ys, _H - _PAD - 4, vertical=True)  # no overlap
     labels = "".join(f"<text x='{36 + i * cw + cw / 2:.1f}' y='{_H - _PAD + 12}' font-size='9' "
-                     f"text-anchor='middle'>{escape(v)}</text>" for i, v in enumerate(xs))
+                     f"text-anchor='middle'>{escape(v)}</text>" for i, v in enumerate(xs)
+                     if i % sx == 0)
     labels += "".join(f"<text x='33' y='{2 + i * ch + ch / 2 + 3:.1f}' font-size='9' "
-                      f"text-anchor='end'>{escape(v)}</text>" for i, v in enumerate(ys))
+                      f"text-anchor='end'>{escape(v)}</text>" for i, v in enumerate(ys)
+                      if i % sy == 0)
     return _frame("best median per cell (darker = faster)", "".join(cells) + labels,
                   f"{axes[0]} × {axes[1]}" if axes[1] else axes[0])
 
@@ -111,7 +120,11 @@ def snapshot_html(current: RunResult | None, history: Sequence[RunResult],
     """Render the whole static snapshot: the figures row above the current result's card."""
     if current is None:
         return "<div class='ktune-snapshot'><i>ktune panel: no result yet</i></div>"
-    figs = [distribution_svg(current), history_svg(history)]
+    # one unit for both figures, as in the live panel (issue 35)
+    runs = ([float(np.max(current.measurement.timing.times_ms))]
+            if current.measurement is not None else [])
+    unit = time_unit([*_medians(list(history)[-_MAX_POINTS:]), *runs])
+    figs = [distribution_svg(current, unit), history_svg(history, unit)]
     if heatmap is not None and heatmap.axes is not None:
         figs.append(heatmap_svg(dict(heatmap.source.data), list(heatmap.fig.x_range.factors),
                                 list(heatmap.fig.y_range.factors), heatmap.axes))
