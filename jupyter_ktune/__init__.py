@@ -34,8 +34,11 @@ def panel(spec: KernelSpec):  # noqa: ANN201 - the panel type lives in the UI la
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
     """Register the ``%%kernel`` magic (``%load_ext jupyter_ktune``)."""
     from jupyter_ktune.magics import KtuneMagics
+    from jupyter_ktune.runner.client import get_worker
 
     ipython.register_magics(KtuneMagics)
+    # spawn the device worker now (it imports no backend yet): the first cell finds it started
+    get_worker().start()
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

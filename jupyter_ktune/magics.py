@@ -8,6 +8,9 @@ go to the cell editor as marks (:mod:`jupyter_ktune.editor`).
 
 from __future__ import annotations
 
+import contextlib
+import re
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,6 +22,30 @@ from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
+
+def warm_worker(line: str) -> threading.Thread | None:
+    """Have the device worker import the cell's backend and open the device on a thread, while
+    this process parses the cell: a Triton cell's parse runs its module in a child interpreter
+    to read its ``@triton.autotune`` list (seconds), and the worker's torch, Triton and CUDA
+    context took 7.5-8.3 s of a fresh notebook's first Triton cell after it (issue 33). The
+    panel's own ``worker.device`` then finds the answer ready. The backend is read from the
+    magic line alone; a bad line is left to ``parse_cell``, which reports it."""
+    from jupyter_ktune.backends import backend_names
+    from jupyter_ktune.runner.client import get_worker
+
+    found = re.search(r"(?:--backend|-b)[= ]+([\w.-]+)", line)
+    backend = found.group(1) if found else "cuda"
+    if backend not in backend_names():
+        return None
+
+    def open_device() -> None:
+        with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
+            get_worker().device(backend)
+
+    thread = threading.Thread(target=open_device, name="ktune-warm-worker", daemon=True)
+    thread.start()
+    return thread
+
 
 @magics_class
 class KtuneMagics(Magics):
@@ -41,6 +68,7 @@ class KtuneMagics(Magics):
         The body may declare the space with ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
         """
         try:
+            warm_worker(line)  # the worker opens the backend while the cell is parsed
             spec = parse_cell(line, cell, self.shell.user_ns)
             if spec.package_source:  # --from: the package's text, read-only, above the result
                 from IPython.display import HTML, display

@@ -6,6 +6,7 @@ Kept apart from the result types so those stay plain data that cross process bou
 from __future__ import annotations
 
 from html import escape
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.status import Status
@@ -157,6 +158,8 @@ def run_result_html(r: RunResult) -> str:
     rows += _timing_rows(r)
     if r.launch:
         rows.append(_row("Launch", escape(", ".join(f"{k} {v}" for k, v in r.launch.items()))))
+    if r.phases_ms:
+        rows.append(_row("Where the time went", escape(phases_text(r.phases_ms))))
     static = ""
     if r.static is not None and hasattr(r.static, "_repr_html_"):
         static = ("<details open><summary style='cursor:pointer'>Static report</summary>"
@@ -173,6 +176,16 @@ def run_result_html(r: RunResult) -> str:
     return (f"<div class='ktune-result' style='font-family:var(--jp-ui-font-family,sans-serif);"
             f"font-size:13px;border:1px solid #d0d7de;border-radius:6px;padding:8px 10px'>{head}"
             f"<table style='border-collapse:collapse'>{''.join(rows)}</table>{static}{prov}</div>")
+
+
+def phases_text(phases_ms: Mapping[str, float]) -> str:
+    """Host wall time per phase of a request, largest first, e.g. 'worker start 0.42 s ·
+    compile 1.31 s · ...': a first result names its cold costs (the worker's start, the
+    backend's imports, the compile) instead of hiding them in one wait (issue 33)."""
+    shown = sorted(((k, v) for k, v in phases_ms.items() if v >= 0.5), key=lambda kv: -kv[1])
+    total = sum(phases_ms.values())
+    parts = [f"{k} {fmt_time(v)}" for k, v in shown]
+    return f"{fmt_time(total)} in all: " + " · ".join(parts)
 
 
 def run_result_text(r: RunResult) -> str:

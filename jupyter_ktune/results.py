@@ -346,6 +346,13 @@ class RunResult:
         """Median time, or None when the variant was not timed."""
         return self.measurement.timing.median_ms if self.measurement else None
 
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """What a stored result keeps beside its numbers (``StoredResult.extra``), read the
+        same way here: ``extra["phases_ms"]``, host wall time per phase of the request, the
+        first result's cold costs (worker start, the backend's imports) included."""
+        return {"phases_ms": dict(self.phases_ms)}
+
     def _repr_html_(self) -> str:
         return run_result_html(self)
 

@@ -74,6 +74,9 @@ class TuningSession:
                  limits: Mapping[str, int] | None = None, prefetch: bool = True):
         self.spec, self.worker, self.limits = spec, worker, dict(limits or {})
         self.prefetch = prefetch
+        #: cold costs paid for this session before its first request (the worker's start, the
+        #: backend's imports, ms per phase): shown as phases of the first result (issue 33)
+        self.cold_phases_ms: dict[str, float] = {}
         self.history: list[Delivery] = []
         self.current: Config | None = None
         self._subscribers: list[Callable[[Delivery], None]] = []
@@ -149,6 +152,9 @@ class TuningSession:
                                    reason="; ".join(reasons))
             else:
                 result = self.worker.run(self.spec, config)
+                cold, self.cold_phases_ms = self.cold_phases_ms, {}
+                if cold:
+                    result = replace(result, phases_ms={**cold, **result.phases_ms})
                 if result.status is not Status.COMPILE_ERROR:
                     self._state.compiled.add(config)
             with self._cv:

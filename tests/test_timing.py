@@ -201,7 +201,7 @@ def test_the_stages_account_for_the_measurement():
 
 def test_the_clock_counts_as_up_only_near_its_maximum():
     from jupyter_ktune.measure.clocks import Clocks, clock_is_up
-    from jupyter_ktune.runner.execute import split_phase
+    from jupyter_ktune.runner.phases import split_phase
 
     assert clock_is_up(Clocks(sm_mhz=1980, mem_mhz=3201, sm_max_mhz=1980))
     assert clock_is_up(Clocks(sm_mhz=1785, mem_mhz=3201, sm_max_mhz=1980))

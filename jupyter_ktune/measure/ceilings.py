@@ -57,15 +57,31 @@ def measure_ceilings() -> dict[str, Any] | None:
             "source": "measured: 1 GiB copy, fp16 8192^3 cuBLAS, median of 10"}
 
 
-def device_ceilings(worker: Any, device: Any) -> dict[str, Any] | None:
-    """Cached ceilings for ``device`` (a DeviceInfo), measured in the worker when missing."""
+def _cache_key(device: Any) -> str | None:
     if not getattr(device, "available", False) or device.compute_capability is None:
         return None
-    key = f"{device.name} | driver {device.driver}"
+    return f"{device.name} | driver {device.driver}"
+
+
+def _read_cache() -> dict[str, Any]:
     try:
-        cache = json.loads(CACHE.read_text())
+        return json.loads(CACHE.read_text())
     except (OSError, ValueError):
-        cache = {}
+        return {}
+
+
+def cached_ceilings(device: Any) -> dict[str, Any] | None:
+    """The ceilings measured earlier for ``device``, without asking the worker (None: none)."""
+    key = _cache_key(device)
+    return _read_cache().get(key) if key else None
+
+
+def device_ceilings(worker: Any, device: Any) -> dict[str, Any] | None:
+    """Cached ceilings for ``device`` (a DeviceInfo), measured in the worker when missing."""
+    key = _cache_key(device)
+    if key is None:
+        return None
+    cache = _read_cache()
     if key not in cache:
         found = worker.call(measure_ceilings, timeout=120)
         if found is None:

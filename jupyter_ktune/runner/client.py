@@ -82,6 +82,9 @@ class DeviceWorker:
         self._request_id = 0
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
+        #: how long a request waited for each start (0 when the worker was started early
+        #: enough, e.g. at ``%load_ext``): a first result's "worker start" phase (issue 33)
+        self.ready_waits_s: list[float] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,6 +114,7 @@ class DeviceWorker:
         if self._ready:
             return
         assert self._conn is not None and self._proc is not None
+        waiting = time.perf_counter()
         if not self._conn.poll(self._startup_timeout):
             self._kill()
             raise WorkerTimeout(f"[ktune] the device worker did not start within "
@@ -123,6 +127,7 @@ class DeviceWorker:
             raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
                              f"\n{self.log_tail()}") from None
         self._ready = True
+        self.ready_waits_s.append(time.perf_counter() - waiting)  # what a request waited for
         # From spawn to the worker's ready message; the client may read it much later (a restart
         # is spawned at once but read on the next request), which is not start time.
         waited = time.perf_counter() - self._t0

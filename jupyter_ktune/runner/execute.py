@@ -145,10 +145,19 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
     """Run one variant; called in the worker. Raises FatalDeviceError after a sticky fault."""
     backend = get_backend(spec.backend)
     base = dict(name=spec.name, backend=spec.backend, config=dict(config))
+    phases_ms: dict[str, float] = {}  # where the time went: every cold cost is a phase
+    mark = [time.perf_counter()]
+
+    def tick(name: str) -> None:
+        now = time.perf_counter()
+        phases_ms[name] = phases_ms.get(name, 0.0) + (now - mark[0]) * 1e3
+        mark[0] = now
+
     try:
         backend.check(spec)
         phases.enter(phases.device(spec.backend))
         device = backend.device()
+        tick("device")
         reasons = spec.space.violations(config, limits_for(spec, device))
     except CellError as exc:
         return RunResult(**base, status=Status.COMPILE_ERROR, reason=str(exc))
@@ -164,6 +173,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if not static_future.done():
             phases.enter(phases.static_report())
         static, failure = static_future.result()
+        tick("static report")  # ~0 unless the run waited for the report's compile
         block = kw.get("launch", {}).get("block")
         if static is not None and block and getattr(static, "threads_per_block", 0) is None:
             static = dataclasses.replace(static, threads_per_block=math.prod(block))
@@ -193,14 +203,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return finish(Status.COMPILE_ERROR, str(exc), runtime_failure=exc)
     except CannotRun as exc:  # e.g. a Mosaic GPU cell on a machine without a Hopper GPU
         return finish(Status.CANNOT_RUN, str(exc))
-    phases_ms: dict[str, float] = {}
-    mark = [time.perf_counter()]
-
-    def tick(name: str) -> None:
-        now = time.perf_counter()
-        phases_ms[name] = (now - mark[0]) * 1e3
-        mark[0] = now
-
+    tick("compile")
     try:
         cxx = spec.space.cxx_env(config)
         io = io_key(spec)
@@ -261,7 +264,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
                                       bytes=_work(spec, host_args, cxx, "bytes"))
         tick("time")
         if measurement is not None and measurement.timing.stages_ms:  # "time", stage by stage
-            phases_ms.update(split_phase(phases_ms.pop("time"), measurement.timing.stages_ms))
+            phases_ms.update(phases.split_phase(phases_ms.pop("time"), measurement.timing.stages_ms))
         status = Status.OK if verification is None or verification.passed else Status.WRONG
         reason = verification.summary() if verification else ""
         if reused:
@@ -351,14 +354,6 @@ def timing_plan(spec: KernelSpec, race_ms: float | None, clocks: Any) -> TimingP
                       max_runs=spec.options.max_runs, clock_ready=clock_is_up(clocks),
                       race_ms=race_ms,
                       graph_below_ms=0.0 if race_ms is not None else TimingPlan.graph_below_ms)
-
-
-def split_phase(total_ms: float, stages_ms: dict[str, float]) -> dict[str, float]:
-    """The worker's "time" phase as the timing protocol's stages (``time: warm-up`` ...), the
-    rest (clock reads, the provenance) as ``time: other``; they sum to ``total_ms``."""
-    out = {f"time: {k}": v for k, v in stages_ms.items()}
-    out["time: other"] = max(total_ms - sum(stages_ms.values()), 0.0)
-    return out
 
 
 def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -> None:

@@ -148,3 +148,11 @@ def _itemsize(value: Any) -> int:
     if size is None and hasattr(value, "element_size"):
         size = value.element_size()
     return int(size or 1)
+
+
+def split_phase(total_ms: float, stages_ms: dict[str, float]) -> dict[str, float]:
+    """The worker's "time" phase as the timing protocol's stages (``time: warm-up`` ...), the
+    rest (clock reads, the provenance) as ``time: other``; they sum to ``total_ms``."""
+    out = {f"time: {k}": v for k, v in stages_ms.items()}
+    out["time: other"] = max(total_ms - sum(stages_ms.values()), 0.0)
+    return out

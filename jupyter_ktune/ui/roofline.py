@@ -67,6 +67,12 @@ class RooflinePanel:
         self.note = ""  # why no point is drawn ("" when one is)
         self._draw_roof()
 
+    def set_ceilings(self, ceilings: Mapping[str, Any] | None) -> None:
+        """Take the device's ceilings once they are measured: a fresh notebook measures them
+        after its first result, not before it (issue 33: 1.6-2.8 s of the first cell)."""
+        self.ceilings = dict(ceilings or {})
+        self._draw_roof()
+
     def drawn_ceilings(self) -> dict[str, float]:
         """The ceilings drawn: the measured peaks, raised to any rate achieved above them."""
         return {k: max(float(self.ceilings.get(k) or 0.0), self.achieved[k])

@@ -11,6 +11,8 @@ leaves the fp16 cell's panel of the same kernel live.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from jupyter_ktune.spec import KernelSpec
@@ -26,9 +28,10 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.backends.base import limits_for
     from jupyter_ktune.errors import CellError
-    from jupyter_ktune.measure.ceilings import device_ceilings
+    from jupyter_ktune.measure.ceilings import cached_ceilings
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.session import TuningSession
+    from jupyter_ktune.tune.pool_warm import warm_pool
     from jupyter_ktune.ui.app import KernelPanel
 
     if not spec.space.params:
@@ -36,7 +39,10 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
                         fix="Declare one (// ktune: BLOCK in [64, 128]) or call run_kernel.")
     get_backend(spec.backend).check(spec)
     worker = get_worker()
+    waits, t0 = len(worker.ready_waits_s), time.perf_counter()
     device = worker.device(spec.backend)
+    cold = cold_phases(worker, waits, time.perf_counter() - t0, spec.backend)
+    warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = limits_for(spec, device)
     key = spec.name if replaces is None else replaces
     old = _live.pop(key, None)
@@ -45,8 +51,41 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # BokehJS is not put in the notebook (1.3 MB per saved notebook): the jupyter server
     # extension serves bokeh's own copy and the labextension loads it (labextension/src/bokeh.ts)
     session = TuningSession(spec, worker, limits)
-    panel = KernelPanel(session, choose_config(spec, None, limits),
-                        device_ceilings(worker, device))
+    session.cold_phases_ms = cold
+    ceilings = cached_ceilings(device)
+    panel = KernelPanel(session, choose_config(spec, None, limits), ceilings)
     panel.result  # noqa: B018 - wait for the first result so the output shows numbers
+    if ceilings is None and device.compute_capability is not None:
+        measure_ceilings_after(panel, worker, device)
     _live[key] = panel
     return panel
+
+
+def cold_phases(worker: Any, waits_before: int, device_s: float, backend: str) -> dict:
+    """The first request's cold costs, ms per phase: waiting for the worker's start (0 when
+    ``%load_ext`` started it early enough) and opening the device, which in a fresh worker is
+    the backend's imports and the device context (``worker.device``)."""
+    waited = sum(worker.ready_waits_s[waits_before:])
+    out = {"worker start": waited * 1e3,
+           f"{backend} imports and device": max(device_s - waited, 0.0) * 1e3}
+    return {k: v for k, v in out.items() if v >= 1.0}
+
+
+def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
+    """Measure the device's ceilings for the roofline after the first result, on a thread:
+    in a fresh notebook they held the first result back by 1.6-2.8 s on the H200 (a 1 GiB
+    copy and an 8192^3 product in CuPy, issue 33). Their worker request queues behind the
+    panel's own, as any request does."""
+    from jupyter_ktune.measure.ceilings import device_ceilings
+
+    def measure() -> None:
+        try:
+            found = device_ceilings(worker, device)
+        except Exception:  # noqa: BLE001 - no ceilings: the roofline says so
+            return
+        if found:
+            panel.roofline.set_ceilings(found)
+            if panel.result is not None:
+                panel.roofline.show(panel.result)
+
+    threading.Thread(target=measure, name="ktune-ceilings", daemon=True).start()
