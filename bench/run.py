@@ -222,8 +222,12 @@ def child_env(site: Path | None) -> dict[str, str]:
 
 
 def install_wheels(wheels: list[Path], site: Path) -> str | None:
-    """pip-install the wheelhouse into ``site`` (no index, no dependencies); None or the error."""
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+    """pip-install the wheelhouse into ``site`` (no index, no dependencies); None or the error.
+
+    Byte-compiled as a user's ``pip install`` does: without it every benchmark's first import
+    of a package compiles its sources, and fla's took most of a fresh process's 13-18 s parse
+    of its matmul cell (bench/results/first_minute/2026-12-03-2111)."""
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
            "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     return None if p.returncode == 0 else (p.stdout + p.stderr).strip()[-2000:]
