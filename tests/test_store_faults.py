@@ -19,7 +19,7 @@ from test_sweep import LINE, NS
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import store as store_module
+from jupyter_ktune.tune import store_schema as store_module
 from jupyter_ktune.tune import tune
 from jupyter_ktune.tune.store import (
     SCHEMA_VERSION,
@@ -169,6 +169,7 @@ def test_a_new_store_in_a_read_only_folder_keeps_results_in_memory(tmp_path, mon
 def test_a_full_disk_mid_sweep_keeps_every_result_in_memory_with_one_warning(tmp_path):
     path = _filled(tmp_path / "s.sqlite", blocks=(64,))
     with Store(path) as s:
+        s._conn.execute("VACUUM")  # no free pages left by the v4 migration's rebuild
         pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
         s._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite answers SQLITE_FULL
         _, said = _warnings(lambda: [s.put(KEY, result(b, [0.5] * 2000)) for b in (1, 2, 3)])

@@ -63,6 +63,7 @@ from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
+from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import missing_from, missing_reason
 from jupyter_ktune.spec import KernelSpec
@@ -230,9 +231,7 @@ class TritonBackend:
         options), so the types do not depend on the config. The third item is the inputs'
         values of the kernel's constexprs and of everything a heuristic may read.
         """
-        code = getattr(spec.inputs, "__code__", None)
-        key = (spec.source_hash, code.co_code if code else repr(spec.inputs),
-               repr(getattr(spec.inputs, "__defaults__", None)))
+        key = (spec.source_hash, inputs_key(spec.inputs))  # literals, globals, closure too
         with self._aot_lock:
             cached = self._arg_types.get(key)
         if cached is not None:
