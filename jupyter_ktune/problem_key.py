@@ -11,7 +11,8 @@ A function's identity (:func:`function_identity`) is its source where Python can
 compiled code (bytecode, constants, names, nested code: the source of a cell that Python cannot
 find, and what actually runs), its defaults, and the values of the closure cells and globals it
 reads, each reduced to text that is the same in every process (no object addresses). Arrays it
-reads are keyed by shape and dtype, not content: inputs are random by design (DESIGN.md).
+reads are keyed by shape and dtype, not content (inputs are random by design, DESIGN.md), and
+lists, dicts and sets by their type (it may fill them as it runs: a call log, a memo).
 
 What the inputs function *returns* is known only once it has run, in the worker; so the worker
 also reports the shapes, dtypes and scalars of the first input set (:func:`inputs_signature`),
@@ -33,6 +34,10 @@ import numpy as np
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
+# containers a function may fill as it runs (a call log, a memo of drawn arrays): keyed by their
+# type, or the key would change with every call and the worker redraw inputs for every config
+# (issue 21); what they decide shows in the input set's shapes (inputs_signature)
+_MUTABLE = (list, dict, set, bytearray)
 _MAX_ITEMS = 64  # items of a container written out one by one; longer ones by type and length
 
 
@@ -116,8 +121,10 @@ def _value_text(v: Any, seen: set[int]) -> str:
         return f"<class {v.__module__}.{v.__qualname__}>"
     if hasattr(v, "__code__"):
         return _identity(v, seen)
-    if isinstance(v, (tuple, list, set, frozenset)):
-        items = sorted(v, key=repr) if isinstance(v, (set, frozenset)) else list(v)
+    if isinstance(v, _MUTABLE):  # by type: its contents may change as the function runs
+        return f"<{type(v).__name__}>"
+    if isinstance(v, (tuple, frozenset)):
+        items = sorted(v, key=repr) if isinstance(v, frozenset) else list(v)
         if len(items) > _MAX_ITEMS:
             return f"<{type(v).__name__} of {len(items)}: {_digest(repr(items))}>"
         return f"{type(v).__name__}({', '.join(_value_text(x, seen) for x in items)})"

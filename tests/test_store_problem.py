@@ -148,3 +148,18 @@ def test_the_inputs_signature_is_shapes_dtypes_and_scalars():
     assert inputs_signature({"x": x}) != inputs_signature({"x": x.astype(np.float64)})
     assert inputs_signature({"x": x}) != inputs_signature({"x": np.zeros(5, np.float32)})
     assert inputs_signature({"n": np.int64(3)}) != inputs_signature({"n": np.int64(4)})
+
+
+def test_a_list_or_dict_the_function_fills_as_it_runs_keeps_its_key():
+    """A call log or a memo of drawn arrays in the closure: the key must not change per call
+    (it did for any mutable value, and the worker would draw inputs for every config)."""
+    memo: dict = {}
+
+    def inputs(n=64):
+        if n not in memo:
+            memo[n] = np.random.rand(n)
+        return dict(x=memo[n], n=n)
+
+    before = function_identity(inputs)
+    inputs()
+    assert function_identity(inputs) == before

@@ -276,14 +276,21 @@ class Store:
                 self._to_memory(exc)
             self._sql(INSERT, row)
 
-    def settle(self, key: StoreKey) -> int:
-        """Write ``key.inputs_seen`` into this key's rows stored before it was known (a
-        compile error recorded while the worker drew the first input set); returns how many."""
-        if key.inputs_seen is None:
-            return 0
+    def settled(self, key: StoreKey, seen: str | None) -> StoreKey:
+        """``key`` with the shapes, dtypes and scalars ``seen`` in the worker's first input set,
+        written into its rows stored before they were known (a compile error recorded while the
+        set was drawn).
+
+        The inputs function's code and values are in ``key.problem``; what it returns is known
+        only once it ran, in the worker, so a row is served only when the set it was measured
+        on matches (issue 34). Without a set (``seen`` None: Dask, ``--no-time``, inputs that
+        failed) rows are matched by ``key.problem`` alone.
+        """
+        if seen is None:
+            return key
         where, args = replace(key, inputs_seen="").where()
-        self._sql(f"UPDATE results SET inputs_seen=? WHERE {where}", [key.inputs_seen, *args])
-        return int(self._sql("SELECT changes()")[0][0])
+        self._sql(f"UPDATE results SET inputs_seen=? WHERE {where}", [seen, *args])
+        return replace(key, inputs_seen=seen)
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: StoreKey, config: Mapping[str, Any],

@@ -186,12 +186,12 @@ class Sweep:
             # the first input set and its reference, while the pool compiles the first
             # configs (issue 21); no run is sent before they are ready
             self._prepared = prepare_ahead(runner, self.spec) if self.spec.options.time else None
-            if store.has(key):  # rows to serve: only those measured on an input set like this
-                key = self._inputs_seen(store, key)
+            # rows to serve: only those measured on an input set like this one (issue 34)
+            key = self._inputs_seen(store, key) if store.has(key) else key
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
             key = self._inputs_seen(store, key)
-            prepared = dict(self._prepared.result()) if self._prepared is not None else {}
-            prepared.pop("inputs_seen", None)
+            prepared = {k: v for k, v in (self._prepared.result() if self._prepared else {})
+                        .items() if k != "inputs_seen"}
             if self.options.top_k > 0:  # the re-timings launch as a user does
                 self._launcher_built(LAUNCHER_WAIT_S - (time.perf_counter() - t0))
             retaken = retake_host_bound(self, strategy, runner, store, key, evals)
@@ -328,22 +328,9 @@ class Sweep:
         return evals
 
     def _inputs_seen(self, store: Store, key: StoreKey) -> StoreKey:
-        """``key`` with the shapes, dtypes and scalars of the worker's first input set (waits
-        for it), and the rows stored before they were known marked with them.
-
-        The inputs function's code and values are in ``key.problem``; what it returns is known
-        only once it ran, in the worker, so a stored row is served only when the set it was
-        measured on matches this one (issue 34). Without a set (Dask, ``--no-time``, inputs
-        that failed) rows are matched by ``key.problem`` alone.
-        """
-        if self._prepared is None or key.inputs_seen is not None:
-            return key
-        seen = self._prepared.result().get("inputs_seen")
-        if seen is None:
-            return key
-        key = replace(key, inputs_seen=seen)
-        store.settle(key)
-        return key
+        """``key`` with the worker's first input set's shapes (waits for them): ``settled``."""
+        done = self._prepared is None or key.inputs_seen is not None
+        return key if done else store.settled(key, self._prepared.result().get("inputs_seen"))
 
     def _launcher_built(self, wait_s: float) -> None:
         """Before the re-timings: wait (up to ``wait_s``) for a launcher task still building,
