@@ -220,6 +220,7 @@ class Store:
                 if not self.saving or not is_damage(exc):
                     raise
                 self._to_memory(exc, copy=False)
+                self._warned.add("unsaved")  # this one warning says where results are kept
                 self._warn_once("damaged", str(damaged(self.path, exc)).replace(
                     "; it was left untouched.", "; it was left untouched and results are kept "
                     "in memory, lost when the kernel stops."))
