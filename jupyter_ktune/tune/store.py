@@ -260,22 +260,23 @@ class Store:
             if prev and prev[0][0] in {s.value for s in TRANSIENT}:
                 attempts = int(prev[0][1]) + 1
         row += (attempts, key.space, key.problem, key.inputs_seen or "")
-        self._write(row)
+        self._write(INSERT, row)
         self._skipped.discard(pk)  # a skipped row, timed again, is whole now
         if not self.saving:
             self._warn_unsaved()
         return self._row(row)
 
-    def _write(self, row: tuple) -> None:
-        """Insert one row; a file that stops taking writes (full disk) hands over to memory."""
+    def _write(self, sql: str, args: Sequence[Any]) -> None:
+        """Write and commit; a file that stops taking writes (full disk, read-only) hands over
+        to memory."""
         try:
-            self._sql(INSERT, row)
+            self._sql(sql, args)
         except sqlite3.OperationalError as exc:
             if not self.saving or not unwritable(exc):
                 raise
             with self._lock:
                 self._to_memory(exc)
-            self._sql(INSERT, row)
+            self._sql(sql, args)
 
     def settled(self, key: StoreKey, seen: str | None) -> StoreKey:
         """``key`` with the shapes, dtypes and scalars ``seen`` in the worker's first input set,
@@ -290,7 +291,7 @@ class Store:
         if seen is None:
             return key
         where, args = replace(key, inputs_seen="").where()
-        self._sql(f"UPDATE results SET inputs_seen=? WHERE {where}", [seen, *args])
+        self._write(f"UPDATE results SET inputs_seen=? WHERE {where}", [seen, *args])
         return replace(key, inputs_seen=seen)
 
     # -- reading -----------------------------------------------------------------------------
