@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any
 
 from jupyter_ktune.problem_key import function_identity
 from jupyter_ktune.space import Config

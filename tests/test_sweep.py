@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import Store, StoreKey, TuneOptions, tune
+from jupyter_ktune.tune import Store, TuneOptions, tune
 from jupyter_ktune.tune.sweep import Sweep
 
 
