@@ -3,7 +3,7 @@
 Builds the live panel for the project's bf16 Triton matmul (4096^3, the 72-config space of
 bench/sweep_vs_autotune.py) on the GPU, as the ``%%kernel`` magic does, runs an Autotune sweep
 from it (greedy, 24 configs), and saves the panel with :func:`jupyter_ktune.ui.replay.save_panel`
-to ``{out}/h200_matmul.panel.pkl``. On a machine with a browser the docs screenshot is then made
+to ``{out}/h200_matmul.panel.json``. On a machine with a browser the docs screenshot is then made
 from that file (ui-tests/tests/panel.spec.ts, ``KTUNE_PANEL_REPLAY``): the figures hold the
 numbers measured here. ``--check`` builds the spec only (CPU).
 """
@@ -57,7 +57,7 @@ def main() -> int:
         report = panel.tune("greedy", args.budget)
         print(f"sweep: {time.perf_counter() - t0:.1f} s, {report.counts}")
         print(report.summary())
-        path = save_panel(panel, args.out / "h200_matmul.panel.pkl")
+        path = save_panel(panel, args.out / "h200_matmul.panel.json")
         print(f"saved {len(panel.history)} results to {path} ({path.stat().st_size} bytes)")
         session.close()
     return 0

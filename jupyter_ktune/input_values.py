@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.problem_key import inputs_key
+
 _cache: dict[tuple, dict[str, Any]] = {}
 
 
@@ -69,9 +71,7 @@ def input_facts(spec: Any, limits: Mapping[str, Any]) -> dict[str, Any]:
     if not wanted or spec.inputs is None:
         return {}
     fn = spec.inputs
-    code = getattr(fn, "__code__", None)
-    key = (spec.source_hash, code.co_code if code else repr(fn),
-           repr(getattr(fn, "__defaults__", None)), id(fn))
+    key = (spec.source_hash, inputs_key(fn), id(fn))
     facts = _cache.get(key)
     if facts is None:
         facts = {k: f for k, f in ((k, _fact(v)) for k, v in dict(fn()).items())

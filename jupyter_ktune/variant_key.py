@@ -10,45 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any
 
+from jupyter_ktune.problem_key import function_identity
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
 # Fields that change only what is measured or reported, never what is compiled or bound.
 NOT_COMPILED = frozenset({"flops", "bytes", "initial", "options"})
-
-
-def code_hash(fn: Any) -> str:
-    """Identify a notebook function by its code, defaults and closure, not its address.
-
-    Re-running the cell that defines an unchanged function keeps its caches; editing it does not.
-    """
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return repr(fn)
-    # a function in the closure (an inputs function bound to a shape) by its code, not its repr
-    closure = tuple(code_hash(v) if hasattr(v, "__code__") else v
-                    for v in (c.cell_contents for c in (fn.__closure__ or ()) if _cell_filled(c)))
-    return f"{_code_text(code)}|{getattr(fn, '__defaults__', None)!r}|{closure!r}"
-
-
-def _code_text(code: Any) -> str:
-    """A code object's bytes, constants and names; nested code (a comprehension, a lambda) by its
-    own text: its repr holds its address, which changed with every unpickling in the worker, so
-    the key of a reference with a list comprehension changed per request and the worker drew
-    inputs and ran the reference again for every config (issue 21)."""
-    consts = ", ".join(_code_text(c) if hasattr(c, "co_code") else repr(c)
-                       for c in code.co_consts)
-    return f"{code.co_code.hex()}|({consts})|{code.co_names!r}"
-
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
 
 
 def variant_key(spec: KernelSpec, config: Config) -> tuple[str, Config]:
@@ -61,6 +29,6 @@ def variant_key(spec: KernelSpec, config: Config) -> tuple[str, Config]:
     for f in dataclasses.fields(spec):
         if f.name not in NOT_COMPILED:
             value = getattr(spec, f.name)
-            parts.append(f"{f.name}={code_hash(value) if callable(value) else repr(value)}")
+            parts.append(f"{f.name}={function_identity(value) if callable(value) else repr(value)}")
     digest = hashlib.sha256("\0".join(parts).encode(errors="surrogatepass")).hexdigest()
     return digest[:32], config

@@ -137,7 +137,7 @@ def test_a_saved_panel_replays_its_results_without_running_anything(panel, tmp_p
 
     panel.controls.widgets["SWIZZLE"].value = "64B"
     panel.session.wait_idle()
-    path = save_panel(panel, tmp_path / "run.panel.pkl")
+    path = save_panel(panel, tmp_path / "run.panel.json")
     replay = load_panel(path)
     assert replay.current.config == {"BLOCK": 1, "SWIZZLE": "64B"}
     assert replay.current.median_ms == panel.current.median_ms  # the saved numbers

@@ -25,12 +25,11 @@ from jupyter_ktune.ui.replay import load_panel
 from jupyter_ktune.ui.snapshot import heatmap_svg, history_svg, snapshot_html
 
 H200 = (Path(__file__).resolve().parents[1] / "bench" / "results" / "panel_gpu_snapshot"
-        / "2026-12-01-0850" / "h200_matmul.panel.pkl")
+        / "2026-12-01-0850" / "h200_matmul.panel.json")
 
 
 @pytest.fixture(scope="module")
 def h200():
-    pytest.importorskip("cloudpickle")
     panel = load_panel(H200)
     yield panel
     panel.session.close()

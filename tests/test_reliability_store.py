@@ -81,13 +81,15 @@ def test_a_version_0_file_and_a_version_1_file_are_migrated_and_read(tmp_path):
         assert s.schema_found == 0 and len(s) == 0
         s.put(StoreKey("h", "d"), _result())
     v1 = write_v1_store(tmp_path / "v1.sqlite")
-    with Store(v1) as s:  # migrated to v3 (attempts, space, median index), its row read
-        assert s.schema_found == 1 and SCHEMA_VERSION == 3
+    with Store(v1) as s:  # migrated to v4 (attempts, space, median index, problem), row read
+        assert s.schema_found == 1 and SCHEMA_VERSION == 4
         (row,) = s.results(StoreKey("h", "d"))
+        # stored without its problem: no sweep's key (which always names one) is served it
+        assert s.results(StoreKey("h", "d", problem="0123456789abcdef")) == []
         assert row.status is Status.OK and row.median_ms == 1.5 and row.attempts == 1
         assert s.best(StoreKey("h", "d")).median_ms == 1.5  # the v1 median column, by SQL
     with Store(v1) as s:
-        assert s.schema_found == 3 and len(s) == 1
+        assert s.schema_found == 4 and len(s) == 1
 
 
 def test_a_file_that_is_not_a_store_is_a_ktune_error_naming_it(tmp_path):

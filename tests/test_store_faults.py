@@ -19,7 +19,7 @@ from test_sweep import LINE, NS
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import store as store_module
+from jupyter_ktune.tune import store_schema as store_module
 from jupyter_ktune.tune import tune
 from jupyter_ktune.tune.store import (
     SCHEMA_VERSION,
@@ -128,6 +128,22 @@ def test_an_existing_read_only_store_is_read_and_new_results_stay_in_memory(tmp_
     assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
 
 
+def test_a_sweep_over_a_read_only_store_serves_its_rows_and_warns_once(worker, tmp_path,
+                                                                        read_only):
+    """Marking stored rows with the input set's shapes (issue 34) is a write too: on a
+    read-only file it ended the sweep with "attempt to write a readonly database"."""
+    spec = parse_cell(LINE, "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n",
+                      NS)
+    tune(spec, "exhaustive", budget=2, store=tmp_path, workers=[worker], top_k=0)
+    read_only()
+    again, said = _warnings(lambda: tune(spec, "exhaustive", store=tmp_path, workers=[worker],
+                                         top_k=0))
+    assert [e.cached for e in again.evaluations] == [True, True, False]
+    assert len(said) == 1 and "kept in memory" in said[0]
+    with Store(tmp_path) as s:
+        assert len(s) == 2
+
+
 def test_an_old_read_only_store_is_read_through_mode_ro(tmp_path, read_only):
     path = write_v1_store(tmp_path / "v1.sqlite")  # cannot be migrated in place read-only
     read_only()
@@ -169,6 +185,7 @@ def test_a_new_store_in_a_read_only_folder_keeps_results_in_memory(tmp_path, mon
 def test_a_full_disk_mid_sweep_keeps_every_result_in_memory_with_one_warning(tmp_path):
     path = _filled(tmp_path / "s.sqlite", blocks=(64,))
     with Store(path) as s:
+        s._conn.execute("VACUUM")  # no free pages left by the v4 migration's rebuild
         pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
         s._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite answers SQLITE_FULL
         _, said = _warnings(lambda: [s.put(KEY, result(b, [0.5] * 2000)) for b in (1, 2, 3)])

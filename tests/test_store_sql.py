@@ -27,9 +27,10 @@ def test_best_and_top_k_are_the_fastest_correct_results_in_order(tmp_path):
         assert [r.config["BLOCK"] for r in s.top(key, 3)] == [128, 256, 64]
         assert s.best(StoreKey("other", KEY.device, KEY.toolchain)) is None
         plan = " ".join(str(r) for r in s._conn.execute(
-            "EXPLAIN QUERY PLAN SELECT * FROM results WHERE source_hash=? AND device=? AND "
-            "toolchain=? AND stage=? AND status=? AND median_ms IS NOT NULL ORDER BY median_ms "
-            "LIMIT 1", (key.source_hash, key.device, key.toolchain, "sweep", "ok")).fetchall())
+            "EXPLAIN QUERY PLAN SELECT * FROM results WHERE source_hash=? AND problem=? AND "
+            "device=? AND toolchain=? AND stage=? AND status=? AND median_ms IS NOT NULL "
+            "ORDER BY median_ms LIMIT 1",
+            (key.source_hash, key.problem, key.device, key.toolchain, "sweep", "ok")).fetchall())
         assert "results_by_median" in plan and "TEMP B-TREE" not in plan
 
 

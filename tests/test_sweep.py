@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import Store, StoreKey, TuneOptions, tune
+from jupyter_ktune.tune import Store, TuneOptions, tune
 from jupyter_ktune.tune.sweep import Sweep
 
 
@@ -62,7 +62,8 @@ def test_exhaustive_sweep_stores_everything_and_finds_the_winner(worker, tmp_pat
     assert [p.done for p in seen if p.stage == "sweep"] == list(range(1, len(valid) + 1))
     assert seen[-1].stage == "final" and seen[-1].best is not None
     with Store(tmp_path) as store:
-        key = StoreKey(spec.source_hash, "fake CPU device", store.keys()[0].toolchain)
+        (key,) = store.keys()
+        assert key.source_hash == spec.source_hash and key.device == "fake CPU device"
         rows = store.results(key)
         assert len(rows) == len(valid)
         assert len(store.results(key, stage="final")) == 3

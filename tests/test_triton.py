@@ -219,6 +219,32 @@ def test_argument_types_come_from_one_inputs_call_per_cell():
     assert len(calls) == 1 and set(types) == {"x", "y", "n"}
 
 
+def test_argument_types_are_keyed_by_the_inputs_functions_literals_too():
+    """Two inputs functions differing only in a literal (n=4096, n=8192; float32, float64) once
+    shared one key (code bytes and defaults), so the second cell kept the first one's n and dtype
+    (issue 34)."""
+    from jupyter_ktune.backends.triton.backend import TritonBackend
+    from jupyter_ktune.backends.triton.cell import check_cell
+
+    backend = TritonBackend()
+
+    def given(n, dtype):
+        ns = {"np": np}
+        exec(f"def inputs():\n    x = np.random.rand({n}).astype(np.{dtype})\n"
+             f"    return dict(x=x, y=np.empty_like(x), n={n})\n", ns)
+        spec = parse_cell("add --backend triton --inputs inputs --out y",
+                          "# ktune: BLOCK in [16]; grid = (cdiv(n, BLOCK),)\n@triton.jit\n"
+                          "def add(x, y, n, BLOCK: tl.constexpr):\n"
+                          "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                          "    tl.store(y + o, tl.load(x + o, mask=o < n), mask=o < n)\n", ns)
+        types, _, values = backend._argument_types(spec, check_cell(spec), object(), {})
+        return values["n"], types["x"]
+
+    assert given(4096, "float32") == (4096, "*fp32")
+    assert given(8192, "float32") == (8192, "*fp32")
+    assert given(8192, "float64") == (8192, "*fp64")
+
+
 ACT = """# ktune: ACTIVATION in [relu, leaky_relu]; BLOCK in [128]
 # ktune: grid = cdiv(n, BLOCK)
 @triton.jit

@@ -19,11 +19,11 @@ from typing import Any
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.verify import reference_outputs, zero_inputs
 from jupyter_ktune.measure.verify_device import DeviceReference
+from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
 from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.variant_key import code_hash
 
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
@@ -42,10 +42,9 @@ def forget_sets() -> None:
 
 
 def io_key(spec: KernelSpec) -> str:
-    """What decides the inputs and the expected outputs: code of both functions, outputs."""
-    return "\0".join((spec.source_hash, code_hash(spec.inputs), code_hash(spec.reference),
-                      ",".join(spec.outputs), repr(spec.options.rtol), repr(spec.options.atol),
-                      repr(spec.options.reduction), code_hash(getattr(spec, "compare", None))))
+    """What decides the inputs and the expected outputs: the kernel's source and the problem
+    (:func:`~jupyter_ktune.problem_key.problem_key`: inputs, reference, outputs, tolerances)."""
+    return f"{spec.source_hash}\0{problem_key(spec)}"
 
 
 def checked_inputs(spec: KernelSpec, config: Config,
@@ -143,19 +142,27 @@ def ensure_expected(spec: KernelSpec, current: dict[str, Any],
 def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     """Worker-side, before a sweep's first config: draw the input set and run the reference on
     it, in a request of its own (its own time limit), so no config's timeout pays for them.
+    The set is drawn afresh (see the comment below).
 
     Returns the phase times in ms ({"inputs": ..., "reference": ...}).
     """
     t0 = time.perf_counter()
     io = io_key(spec)
-    current = _last_inputs.get(io)
-    if current is None:
-        current = draw_inputs(spec, Config({}), io)
-        _last_inputs.clear()
-        _last_inputs[io] = current
+    # a fresh set, never one kept (or drawn ahead) from before: the sweep compares its shapes
+    # with the stored rows' (seen_inputs), and an inputs function may read what its code does
+    # not show (a file, the environment) and draw another size now (issue 34)
+    forget_sets()
+    current = draw_inputs(spec, Config({}), io)
+    _last_inputs[io] = current
     t1 = time.perf_counter()
     ensure_expected(spec, current)
     return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3}
+
+
+def seen_inputs(spec: KernelSpec) -> str | None:
+    """The shapes, dtypes and scalars of the input set kept for ``spec`` (None: none drawn)."""
+    current = _last_inputs.get(io_key(spec))
+    return None if current is None else inputs_signature(current["args"])
 
 
 def _expected(spec: KernelSpec, host_args: dict[str, Any],

@@ -211,7 +211,9 @@ def import_t4(path: str | Path, store: Any, key: Any, kernel: str = "",
               backend: str = "", *, skip_bad: bool = False) -> int:
     """Read a T4 file into ``store`` under ``key`` (a StoreKey); returns the rows written.
 
-    The rows then count as measured: a sweep of the same source, device and toolchain skips them.
+    The rows then count as measured: a sweep of the same source, problem, device and toolchain
+    skips them. A T4 file does not say what inputs it was measured on, so give ``key`` the
+    cell's ``problem=problem_key(spec)`` (:mod:`jupyter_ktune.problem_key`) for that.
     Nothing is written when a result is bad, unless ``skip_bad=True`` (see :func:`from_t4`).
     """
     rows = read_t4(path, kernel=kernel, backend=backend, device=key.device, skip_bad=skip_bad)

@@ -188,13 +188,16 @@ def seed_static(source_hash: str, arch: str, config: Config, static: Any,
     return seed(source_hash, arch, config, static) if static is not None else False
 
 
-def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
+def prepare_inputs(spec: KernelSpec) -> dict[str, Any]:
     """Worker-side: import what the cell needs (``Backend.preload``: its module and packages,
     once per worker), draw the first input set and run the reference
-    (``execute.prepare_inputs``); ms per phase."""
+    (``execute.prepare_inputs``); ms per phase, and under ``"inputs_seen"`` the set's shapes,
+    dtypes and scalars (:func:`~jupyter_ktune.problem_key.inputs_signature`), which the sweep
+    compares with the stored rows' (issue 34)."""
     from jupyter_ktune.runner.execute import prepare_inputs as prepare
+    from jupyter_ktune.runner.input_sets import seen_inputs
 
-    return {"module": preload_here(spec) * 1e3, **prepare(spec)}
+    return {"module": preload_here(spec) * 1e3, **prepare(spec), "inputs_seen": seen_inputs(spec)}
 
 
 def prepare_ahead(runner: Any, spec: KernelSpec) -> Future:
@@ -271,11 +274,11 @@ class LocalRunner:
         may launch before the kernel's host launcher is built, ``QUICK_LAUNCH``)."""
         return self._pool.submit(self._run, spec, config, static, pin, race_ms, quick)
 
-    def prepare(self, spec: KernelSpec) -> dict[str, float]:
+    def prepare(self, spec: KernelSpec) -> dict[str, Any]:
         """Draw each worker's first input set and run the reference there, each in a request
         of its own (its own time limit, ``--timeout``), so no config's timeout pays for them.
-        Returns the slowest worker's phase times in ms; a failure is left to the first config,
-        which reports it on its cell line."""
+        Returns the slowest worker's phase times in ms and the set's ``"inputs_seen"``; a
+        failure is left to the first config, which reports it on its cell line."""
         if spec.inputs is None:
             return {}
 
@@ -285,10 +288,10 @@ class LocalRunner:
             except Exception:  # noqa: BLE001 - reported by the first config's own run
                 return {}
 
-        out: dict[str, float] = {}
+        out: dict[str, Any] = {}
         for phases in self._pool.map(one, self.workers):
             for k, v in phases.items():
-                out[k] = max(out.get(k, 0.0), v)
+                out[k] = v if isinstance(v, str) else max(out.get(k, 0.0), v)
         return out
 
     def _run(self, spec: KernelSpec, config: Config, static: Any, pin: bool,

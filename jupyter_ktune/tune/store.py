@@ -1,8 +1,12 @@
 """The results store: one SQLite file (WAL mode) beside the notebook, ``.ktune.sqlite``.
 
-A row is one variant on one device with one toolchain, keyed by
-``(source hash, config key, device, toolchain, stage)``; ``stage`` is ``"sweep"`` for the
-sweep's measurement and ``"final"`` for the longer re-timing of the top candidates. Every timed
+A row is one variant of one problem on one device with one toolchain, keyed by
+``(source hash, problem, config key, device, toolchain, stage)``; ``problem`` is
+:func:`~jupyter_ktune.problem_key.problem_key` (the inputs function, reference, outputs and
+tolerances: a changed problem is measured again, issue 34), and each row also keeps the
+shapes, dtypes and scalars of the input set it was measured on (``inputs_seen``); ``stage`` is
+``"sweep"`` for the sweep's measurement and ``"final"`` for the longer re-timing of the top
+candidates. Every timed
 run (``times_ms``), every failure (status and reason) and the static report's summary are kept as
 JSON, so any statistic can be recomputed later and a sweep can resume where it stopped.
 
@@ -11,8 +15,10 @@ of the writing process loses at most the row being written, never the file.
 
 A store that cannot be written (a read-only folder or file, a full disk) is still read, through
 SQLite's ``mode=ro``, into memory; results are then kept there, with one warning that they are
-not saved, rather than ending the sweep with a traceback (issue 15). A row that cannot be decoded
-is skipped and counted (:attr:`Store.skipped`), with one warning.
+not saved, rather than ending the sweep with a traceback (issues 15, 34). A damaged file is left
+untouched: one ``[ktune]`` line when it is opened, or, found mid-sweep, one warning and the sweep
+goes on in memory (:mod:`~jupyter_ktune.tune.store_schema`). A row that cannot be decoded is
+skipped and counted (:attr:`Store.skipped`), with one warning.
 """
 
 from __future__ import annotations
@@ -22,19 +28,26 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
 from jupyter_ktune.tune.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
-from jupyter_ktune.tune.store_schema import INSERT, connect, schema_version, unwritable
+from jupyter_ktune.tune.store_schema import (
+    INSERT,
+    connect,
+    damaged,
+    is_damage,
+    open_store,
+    unwritable,
+)
 from jupyter_ktune.tune.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from jupyter_ktune.tune.store_schema import StoreDamaged as StoreDamaged
 from jupyter_ktune.tune.store_schema import StoreError as StoreError
 from jupyter_ktune.tune.store_schema import migrate as migrate
 
@@ -50,7 +63,11 @@ class StoreWarning(UserWarning):
 
 @dataclass(frozen=True)
 class StoreKey:
-    """What a stored result is valid for: this source, on this device, with this toolchain."""
+    """What a stored result is valid for: this source and problem, on this device and toolchain.
+
+    ``inputs_seen`` (the worker's :func:`~jupyter_ktune.problem_key.inputs_signature` of the
+    input set) is compared when known; None: not known yet, rows are read whatever it was.
+    """
 
     source_hash: str
     device: str
@@ -58,6 +75,17 @@ class StoreKey:
     # the space's signature, written with each row (warm start finds earlier versions by kernel
     # name and space); not part of what a result is valid for, so not compared
     space: str = field(default="", compare=False)
+    problem: str = ""
+    inputs_seen: str | None = field(default=None, compare=False)
+
+    def where(self) -> tuple[str, list[str]]:
+        """The SQL condition (and its arguments) that selects this key's rows."""
+        sql = "source_hash=? AND problem=? AND device=? AND toolchain=?"
+        args = [self.source_hash, self.problem, self.device, self.toolchain]
+        if self.inputs_seen is not None:
+            sql += " AND inputs_seen=?"
+            args.append(self.inputs_seen)
+        return sql, args
 
     @staticmethod
     def toolchain_text(toolchain: Mapping[str, str] | None) -> str:
@@ -148,92 +176,62 @@ class Store:
         self.path = p / DEFAULT_NAME if p.is_dir() else p
         self._lock = threading.Lock()
         self._skipped: set[tuple] = set()  # keys of rows that could not be decoded
-        self.saving = True  # False: results are kept in memory only (see :meth:`put`)
-        self._why_unsaved = ""
         self._warned: set[str] = set()
-        self._conn: sqlite3.Connection | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = connect(self.path)
-            self.schema_found = self._setup()
-        except StoreError as exc:  # a newer schema: name the file too
-            self._close_quietly()
-            raise StoreError(f"[ktune] {self.path}: {str(exc).removeprefix('[ktune] ')}") \
-                from None
-        except (OSError, sqlite3.OperationalError) as exc:
-            self._close_quietly()
-            if not unwritable(exc):
-                raise
-            self.schema_found = self._open_in_memory(exc)
-        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged (issue 9)
-            self._close_quietly()
-            raise KtuneError(f"[ktune] {self.path} is not a ktune results store ({exc}). "
-                             "Move it away, or pass store= another path.") from None
+        opened = open_store(self.path)
+        self._conn: sqlite3.Connection | None = opened.conn
+        self.schema_found = opened.found
+        self.saving = opened.saving  # False: results are kept in memory only (see :meth:`put`)
+        self._why_unsaved = opened.why_unsaved
 
     @property
     def skipped(self) -> int:
         """How many rows could not be decoded (each was skipped; one warning said so)."""
         return len(self._skipped)
 
-    def _close_quietly(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _open_in_memory(self, why: BaseException) -> int:
-        """Read what the file holds (``mode=ro``) into memory, and keep new results there."""
-        mem = connect(":memory:")
-        found = 0
-        if self.path.is_file():
-            try:
-                ro = connect(self.path, "ro")
-            except sqlite3.OperationalError:  # a WAL file whose -shm cannot be created here
-                ro = connect(self.path, "ro&immutable=1")
-            try:
-                ro.execute("SELECT 1 FROM sqlite_master").fetchone()
-                ro.backup(mem)
-            except sqlite3.DatabaseError as exc:
-                raise KtuneError(f"[ktune] {self.path} is not a ktune results store ({exc}). "
-                                 "Move it away, or pass store= another path.") from None
-            finally:
-                ro.close()
-            mem.execute("CREATE TABLE IF NOT EXISTS meta "
-                        "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            found = schema_version(mem)
-        migrate(mem)
-        self._to_memory(mem, why)
-        return found
-
-    def _to_memory(self, mem: sqlite3.Connection, why: BaseException) -> None:
-        self._conn, self.saving = mem, False
-        self._why_unsaved = str(why).strip() or type(why).__name__
-
     def _warn_once(self, kind: str, text: str) -> None:
         if kind not in self._warned:
             self._warned.add(kind)
             warnings.warn(text, StoreWarning, stacklevel=3)
 
-    def _setup(self, wait_s: float = 30.0) -> int:
-        """WAL mode and migration, retried while another notebook holds the new file's lock.
+    def _warn_unsaved(self) -> None:
+        self._warn_once("unsaved", f"[ktune] {self.path}: cannot write the store "
+                        f"({self._why_unsaved}); its results are read, new results are kept in "
+                        "memory and are lost when the kernel stops. Free disk space, or pass "
+                        "store= a writable path.")
 
-        Switching a new file to WAL takes an exclusive lock that SQLite's busy timeout does not
-        wait for: two notebooks opening one new store at once got "database is locked" (issue 9).
-        """
-        deadline = time.monotonic() + wait_s
-        while True:
+    def _to_memory(self, why: BaseException, copy: bool = True) -> None:
+        """Go on in memory: with the rows so far (a full disk) or none (a damaged file)."""
+        mem = connect(":memory:")
+        if copy:
+            self._conn.backup(mem)  # type: ignore[union-attr]
+        else:
+            migrate(mem)
+        self._conn.close()  # type: ignore[union-attr]
+        self._conn, self.saving = mem, False
+        self._why_unsaved = str(why).strip() or type(why).__name__
+
+    def _sql(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement under the lock; a file found damaged mid-sweep (a zeroed page) is
+        left untouched from then on, with one warning, and the sweep goes on in memory."""
+        with self._lock:
             try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                return migrate(self._conn)
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
+                return self._conn.execute(sql, args).fetchall()  # type: ignore[union-attr]
+            except sqlite3.DatabaseError as exc:
+                if not self.saving or not is_damage(exc):
                     raise
-                time.sleep(0.05)
+                self._to_memory(exc, copy=False)
+                self._warned.add("unsaved")  # this one warning says where results are kept
+                self._warn_once("damaged", str(damaged(self.path, exc)).replace(
+                    "; it was left untouched.", "; it was left untouched and results are kept "
+                    "in memory, lost when the kernel stops."))
+                return self._conn.execute(sql, args).fetchall()
 
     def close(self) -> None:
         """Close the connection (committed rows are already on disk)."""
         with self._lock:
-            self._close_quietly()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> Store:
         return self
@@ -248,63 +246,76 @@ class Store:
         times = None if m is None else np.asarray(m.timing.times_ms, dtype=float)
         method = "" if m is None else m.timing.method
         config = Config(result.config).key()
-        row = (key.source_hash, config, key.device, key.toolchain, stage,
-               result.name, result.backend, result.status.value, result.reason,
+        pk = (key.source_hash, config, key.device, key.toolchain, stage, key.problem)
+        row = (*pk[:5], result.name, result.backend, result.status.value, result.reason,
                None if times is None or not times.size else float(np.median(times)),
                None if times is None else _json(times.tolist()), method,
                None if m is None else _json(m.to_dict() | {"timing": None}),
                _json(static_summary(result.static)), time.time())
-        space = key.space
-        with self._lock:
-            attempts = 1
-            if result.status in TRANSIENT:  # crashed again: count it, so resumes retry once
-                prev = self._conn.execute(
-                    "SELECT status, attempts FROM results WHERE source_hash=? AND config=? "
-                    "AND device=? AND toolchain=? AND stage=?", row[:5]).fetchone()
-                if prev is not None and prev[0] in {s.value for s in TRANSIENT}:
-                    attempts = int(prev[1]) + 1
-            row += (attempts, space)
-            self._write(row)
-            self._skipped.discard(row[:5])  # a skipped row, timed again, is whole now
+        attempts = 1
+        if result.status in TRANSIENT:  # crashed again: count it, so resumes retry once
+            prev = self._sql("SELECT status, attempts FROM results WHERE source_hash=? AND "
+                             "config=? AND device=? AND toolchain=? AND stage=? AND problem=?",
+                             pk)
+            if prev and prev[0][0] in {s.value for s in TRANSIENT}:
+                attempts = int(prev[0][1]) + 1
+        row += (attempts, key.space, key.problem, key.inputs_seen or "")
+        self._write(INSERT, row)
+        self._skipped.discard(pk)  # a skipped row, timed again, is whole now
         if not self.saving:
-            self._warn_once("unsaved", f"[ktune] {self.path}: cannot write the store "
-                            f"({self._why_unsaved}); results are kept in memory and are lost "
-                            "when the kernel stops. Free disk space, or pass store= a "
-                            "writable path.")
+            self._warn_unsaved()
         return self._row(row)
 
-    def _write(self, row: tuple) -> None:
-        """Insert one row; a file that stops taking writes (full disk) hands over to memory."""
+    def _write(self, sql: str, args: Sequence[Any]) -> None:
+        """Write and commit; a file that stops taking writes (full disk, read-only) hands over
+        to memory."""
         try:
-            self._conn.execute(INSERT, row)  # type: ignore[union-attr]
+            self._sql(sql, args)
         except sqlite3.OperationalError as exc:
             if not self.saving or not unwritable(exc):
                 raise
-            mem = connect(":memory:")
-            self._conn.backup(mem)  # type: ignore[union-attr]
-            self._conn.close()  # type: ignore[union-attr]
-            self._to_memory(mem, exc)
-            mem.execute(INSERT, row)
+            with self._lock:
+                self._to_memory(exc)
+            self._sql(sql, args)
+
+    def settled(self, key: StoreKey, seen: str | None) -> StoreKey:
+        """``key`` with the shapes, dtypes and scalars ``seen`` in the worker's first input set,
+        written into its rows stored before they were known (a compile error recorded while the
+        set was drawn).
+
+        The inputs function's code and values are in ``key.problem``; what it returns is known
+        only once it ran, in the worker, so a row is served only when the set it was measured
+        on matches (issue 34). Without a set (``seen`` None: Dask, ``--no-time``, inputs that
+        failed) rows are matched by ``key.problem`` alone.
+        """
+        if seen is None:
+            return key
+        where, args = replace(key, inputs_seen="").where()
+        self._write(f"UPDATE results SET inputs_seen=? WHERE {where}", [seen, *args])
+        return replace(key, inputs_seen=seen)
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: StoreKey, config: Mapping[str, Any],
             stage: str = "sweep") -> StoredResult | None:
         """Return the stored result of ``config`` under ``key``, or None."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT * FROM results WHERE source_hash=? AND config=? AND device=? "
-                "AND toolchain=? AND stage=?",
-                (key.source_hash, Config(config).key(), key.device, key.toolchain, stage),
-            ).fetchone()
-        return None if row is None else next(iter(self._decode([row])), None)
+        where, args = key.where()
+        rows = self._sql(f"SELECT * FROM results WHERE {where} AND config=? AND stage=?",
+                         [*args, Config(config).key(), stage])
+        return next(iter(self._decode(rows)), None)
+
+    def has(self, key: StoreKey) -> bool:
+        """Whether any row is stored under ``key`` (whatever its input set)."""
+        where, args = replace(key, inputs_seen=None).where()
+        return bool(self._sql(f"SELECT 1 FROM results WHERE {where} LIMIT 1", args))
 
     def results(self, key: StoreKey | None = None, stage: str | None = "sweep",
                 source_hash: str | None = None) -> list[StoredResult]:
         """All rows for ``key`` (or for a source hash on any device), oldest first."""
         where, args = [], []
         if key is not None:
-            where += ["source_hash=?", "device=?", "toolchain=?"]
-            args += [key.source_hash, key.device, key.toolchain]
+            sql, key_args = key.where()
+            where.append(sql)
+            args += key_args
         elif source_hash is not None:
             where.append("source_hash=?")
             args.append(source_hash)
@@ -312,9 +323,7 @@ class Store:
             where.append("stage=?")
             args.append(stage)
         sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "")
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY created", args).fetchall()
-        return self._decode(rows)
+        return self._decode(self._sql(sql + " ORDER BY created", args))
 
     def best(self, key: StoreKey, stage: str = "sweep") -> StoredResult | None:
         """The fastest correct result under ``key``, found by SQL (an index on the median)."""
@@ -324,46 +333,39 @@ class Store:
     def top(self, key: StoreKey, k: int, stage: str = "sweep") -> list[StoredResult]:
         """The ``k`` fastest correct results under ``key``, fastest first; only they are decoded
         (decoding every row of a key took 306 ms at 10k configs, issue 21)."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT * FROM results WHERE source_hash=? AND device=? AND toolchain=? "
-                "AND stage=? AND status=? AND median_ms IS NOT NULL ORDER BY median_ms LIMIT ?",
-                (key.source_hash, key.device, key.toolchain, stage, Status.OK.value, int(k)),
-            ).fetchall()
-        return self._decode(rows)
+        where, args = key.where()
+        return self._decode(self._sql(
+            f"SELECT * FROM results WHERE {where} AND stage=? AND status=? AND median_ms IS NOT "
+            "NULL ORDER BY median_ms LIMIT ?", [*args, stage, Status.OK.value, int(k)]))
 
     def history(self, key: StoreKey, limit: int = 500,
                 stage: str = "sweep") -> list[StoredResult]:
         """The latest ``limit`` results under ``key``, oldest first: the panel's bounded history."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT * FROM results WHERE source_hash=? AND device=? AND toolchain=? "
-                "AND stage=? ORDER BY created DESC LIMIT ?",
-                (key.source_hash, key.device, key.toolchain, stage, int(limit))).fetchall()
+        where, args = key.where()
+        rows = self._sql(f"SELECT * FROM results WHERE {where} AND stage=? ORDER BY created DESC "
+                         "LIMIT ?", [*args, stage, int(limit)])
         return self._decode(rows[::-1])
 
-    def earlier_versions(self, kernel: str, space: str, device: str,
-                         exclude: str = "") -> list[StoreKey]:
-        """Keys of other versions (source hashes) of ``kernel`` with the same space signature on
+    def earlier_versions(self, kernel: str, space: str, device: str, exclude: str = "",
+                         exclude_problem: str | None = None) -> list[StoreKey]:
+        """Keys of other versions of ``kernel`` (another source hash, or with
+        ``exclude_problem`` the same source on another problem) with the same space signature on
         ``device``, newest first: where a warm start takes its order from."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT source_hash, device, toolchain, MAX(created) AS t FROM results "
-                "WHERE kernel=? AND space=? AND device=? AND stage='sweep' AND source_hash<>? "
-                "GROUP BY source_hash, device, toolchain ORDER BY t DESC",
-                (kernel, space, device, exclude)).fetchall()
-        return [StoreKey(r[0], r[1], r[2], space) for r in rows]
+        rows = self._sql(
+            "SELECT source_hash, device, toolchain, problem, MAX(created) AS t FROM results "
+            "WHERE kernel=? AND space=? AND device=? AND stage='sweep' "
+            "AND NOT (source_hash=? AND (? IS NULL OR problem=?)) "
+            "GROUP BY source_hash, problem, device, toolchain ORDER BY t DESC",
+            (kernel, space, device, exclude, exclude_problem, exclude_problem))
+        return [StoreKey(r[0], r[1], r[2], space, r[3]) for r in rows]
 
     def keys(self) -> list[StoreKey]:
-        """Every (source, device, toolchain) the store holds results for."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT DISTINCT source_hash, device, toolchain FROM results").fetchall()
-        return [StoreKey(*r) for r in rows]
+        """Every (source, problem, device, toolchain) the store holds results for."""
+        rows = self._sql("SELECT DISTINCT source_hash, device, toolchain, problem FROM results")
+        return [StoreKey(r[0], r[1], r[2], problem=r[3]) for r in rows]
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        return int(self._sql("SELECT COUNT(*) FROM results")[0][0])
 
     def __iter__(self) -> Iterator[StoredResult]:
         return iter(self.results(stage=None))
@@ -378,7 +380,7 @@ class Store:
             try:
                 out.append(self._row(r))
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                self._skipped.add(tuple(r[:5]))
+                self._skipped.add((*r[:5], r[17]))
                 self._warn_once("skipped", f"[ktune] {self.path}: skipped a result that cannot "
                                 f"be read ({type(exc).__name__}: {str(exc)[:80]}); such rows are "
                                 "timed again and counted in store.skipped.")
@@ -387,7 +389,7 @@ class Store:
     @staticmethod
     def _row(row: tuple) -> StoredResult:
         (_src, config, device, _tool, stage, kernel, backend, status, reason, _median, times,
-         method, _meas, static, created, attempts, *_space) = row
+         method, _meas, static, created, attempts, *_space_problem_seen) = row
         arr = None if times is None else np.asarray(json.loads(times), dtype=float)
         if arr is not None and arr.ndim != 1:
             raise ValueError(f"times_ms is not a list of numbers: {times[:40]}")

@@ -25,6 +25,7 @@ import cloudpickle
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.errors import CompileFailure, KtuneError
+from jupyter_ktune.problem_key import problem_key
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
@@ -171,7 +172,8 @@ class Sweep:
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
                            StoreKey.toolchain_text(device.toolchain),
-                           space=warm.space_signature(self.spec.space))
+                           space=warm.space_signature(self.spec.space),
+                           problem=problem_key(self.spec))
             limits = limits_for(self.spec, device)
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
@@ -187,8 +189,12 @@ class Sweep:
             # the first input set and its reference, while the pool compiles the first
             # configs (issue 21); no run is sent before they are ready
             self._prepared = prepare_ahead(runner, self.spec) if self.spec.options.time else None
+            # rows to serve: only those measured on an input set like this one (issue 34)
+            key = self._inputs_seen(store, key) if store.has(key) else key
             evals = self._sweep(strategy, runner, pool, store, key, total, t0, limits)
-            prepared = self._prepared.result() if self._prepared is not None else {}
+            key = self._inputs_seen(store, key)
+            prepared = {k: v for k, v in (self._prepared.result() if self._prepared else {})
+                        .items() if k != "inputs_seen"}
             if self.options.top_k > 0:  # the re-timings launch as a user does
                 self._launcher_built(LAUNCHER_WAIT_S - (time.perf_counter() - t0))
             retaken = retake_host_bound(self, strategy, runner, store, key, evals)
@@ -292,6 +298,7 @@ class Sweep:
             for f in done:
                 if f is inputs:
                     self.timeline.mark("inputs ready", {})
+                    key = self._inputs_seen(store, key)
                 elif f is ahead:
                     self.timeline.mark("launcher built", ahead_config or {})
                     self.launcher = f.result() if f.exception() is None else (False, 0.0)
@@ -325,6 +332,11 @@ class Sweep:
         for f in [*compiling, *running]:
             f.cancel()
         return evals
+
+    def _inputs_seen(self, store: Store, key: StoreKey) -> StoreKey:
+        """``key`` with the worker's first input set's shapes (waits for them): ``settled``."""
+        done = self._prepared is None or key.inputs_seen is not None
+        return key if done else store.settled(key, self._prepared.result().get("inputs_seen"))
 
     def _launcher_built(self, wait_s: float) -> None:
         """Before the re-timings: wait (up to ``wait_s``) for a launcher task still building,

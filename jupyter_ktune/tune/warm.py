@@ -1,7 +1,7 @@
 """Warm start after an edit: the previous version's ranking as the search order (issue 21).
 
-The store's key includes the source hash, so an edited kernel never reuses a stored timing
-(DESIGN.md). A one-line edit rarely reorders the whole space, though: the configs that were
+The store's key includes the source hash and the problem (inputs, reference, tolerances), so an
+edited kernel or a changed problem never reuses a stored timing (DESIGN.md, issue 34). A one-line edit rarely reorders the whole space, though: the configs that were
 fastest before are the likeliest to be fastest now. So a sweep of a kernel whose name and space
 match an earlier version in the store tries that version's best configs first (as a search
 order only; each is timed afresh), and the report says how the ranking moved.
@@ -35,6 +35,8 @@ class WarmStart:
     source_hash: str  # the earlier version's
     order: tuple[Config, ...]  # its best configs, fastest first: the sweep tried these first
     old_ms: tuple[float, ...] = ()
+    # the same kernel, measured on another problem (inputs, reference, tolerances: issue 34)
+    other_problem: bool = False
 
     def moved(self, new: Mapping[Config, float | None]) -> RankingMove:
         """Compare the old ranking with this sweep's medians (``new``: config -> ms or None)."""
@@ -45,7 +47,7 @@ class WarmStart:
         old_best = self.order[0] if self.order else None
         rho = spearman([o for _c, o in both], [new[c] for c, _o in both])  # type: ignore[misc]
         return RankingMove(old_best, position.get(old_best) if old_best else None, rho, len(both),
-                           self.source_hash)
+                           self.source_hash, self.other_problem)
 
 
 @dataclass(frozen=True)
@@ -57,18 +59,22 @@ class RankingMove:
     spearman: float | None
     compared: int
     source_hash: str
+    other_problem: bool = False
 
     def text(self) -> str:
-        """One line for the report."""
+        """One line for the report; it says the order came from earlier results, never reused."""
+        origin = (f"version {self.source_hash}" if not self.other_problem else
+                  "this kernel's results on other inputs, reference or tolerances (every config "
+                  "timed again)")
         if self.old_best is None:
-            return f"warm start from version {self.source_hash}: nothing to compare"
+            return f"warm start from {origin}: nothing to compare"
         now = (f"is now #{self.old_best_now}" if self.old_best_now is not None
                else "failed or was not timed now")
         rho = ("" if self.spearman is None else
                f"; Spearman rank correlation {self.spearman:.2f} over the "
                f"{counted(self.compared, 'config')} "
                "timed in both")
-        return (f"warm start from version {self.source_hash}: its best "
+        return (f"warm start from {origin}: its best "
                 f"{self.old_best.label()} {now}{rho}")
 
 
@@ -104,10 +110,12 @@ def start_from_earlier(store: Any, name: str, key: Any, strategy: Any, k: int) -
     or ``k`` < 1."""
     if k < 1:
         return None
-    for earlier in store.earlier_versions(name, key.space, key.device, exclude=key.source_hash):
+    for earlier in store.earlier_versions(name, key.space, key.device, exclude=key.source_hash,
+                                          exclude_problem=key.problem):
         top = store.top(earlier, k)
         if top:
             strategy.first = [r.config for r in top]
             return WarmStart(earlier.source_hash, tuple(r.config for r in top),
-                             tuple(r.median_ms for r in top))  # type: ignore[misc]
+                             tuple(r.median_ms for r in top),  # type: ignore[arg-type]
+                             other_problem=earlier.source_hash == key.source_hash)
     return None

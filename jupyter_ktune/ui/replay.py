@@ -2,15 +2,16 @@
 
 The docs' H200 screenshot is made here, in a browser on a CPU machine, from results measured
 on the H200: on the GPU machine, :func:`save_panel` writes the panel's spec, limits, device
-ceilings and every result delivered (cloudpickle); here, :func:`load_panel` builds a
+ceilings and every result delivered (JSON, :mod:`~jupyter_ktune.ui.panel_file`: loading a file
+runs nothing from it, issue 34); here, :func:`load_panel` builds a
 :class:`~jupyter_ktune.ui.app.KernelPanel` over a :class:`ReplaySession` that serves those
 saved results. Sliders and heatmap taps then show the saved result of the config asked for (or
 say it was not measured); nothing is compiled or run.
 
 Examples
 --------
->>> save_panel(p, "h200_gemm.panel.pkl")        # on the H200, after p.tune(...)  # doctest: +SKIP
->>> load_panel("h200_gemm.panel.pkl")           # here, as a cell's last line     # doctest: +SKIP
+>>> save_panel(p, "h200_gemm.panel.json")       # on the H200, after p.tune(...)  # doctest: +SKIP
+>>> load_panel("h200_gemm.panel.json")          # here, as a cell's last line     # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,21 +25,17 @@ from typing import Any
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery
 from jupyter_ktune.space import Config
-
-FORMAT = 1
+from jupyter_ktune.ui import panel_file
 
 
 def save_panel(panel: Any, path: str | Path) -> Path:
-    """Write a live panel's spec, limits, ceilings, history and current config to ``path``."""
-    import cloudpickle
-
+    """Write a live panel's spec, limits, ceilings, history and current config to ``path``
+    (JSON; the cell's inputs and reference functions are not saved: a replay runs nothing)."""
     session = panel.session
-    data = {"format": FORMAT, "spec": session.spec, "limits": dict(session.limits),
+    data = {"spec": session.spec, "limits": dict(session.limits),
             "ceilings": dict(panel.roofline.ceilings), "history": list(panel.history),
             "current": dict(panel.current.config) if panel.current is not None else None}
-    path = Path(path)
-    path.write_bytes(cloudpickle.dumps(data))
-    return path
+    return panel_file.dump(data, Path(path))
 
 
 class ReplaySession:
@@ -88,14 +85,14 @@ class ReplaySession:
 
 
 def load_panel(path: str | Path) -> Any:
-    """Build a KernelPanel over the results saved by :func:`save_panel` (display it in a cell)."""
-    import cloudpickle
+    """Build a KernelPanel over the results saved by :func:`save_panel` (display it in a cell).
 
+    The file is read as data only; an older (pickled) file is one ``[ktune]`` line, never
+    unpickled (:class:`~jupyter_ktune.ui.panel_file.PanelFileError`).
+    """
     from jupyter_ktune.ui.app import KernelPanel
 
-    data = cloudpickle.loads(Path(path).read_bytes())
-    if data.get("format") != FORMAT:
-        raise ValueError(f"[ktune] {path} is not a saved panel of format {FORMAT}")
+    data = panel_file.load(Path(path))
     history: list[RunResult] = data["history"]
     session = ReplaySession(data["spec"], history, data["limits"])
     start = data["current"] or (dict(history[-1].config) if history else None)

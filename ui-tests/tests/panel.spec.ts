@@ -382,7 +382,7 @@ for (const width of [1600, 1280]) {
 }
 
 // The GPU screenshot for docs/: a panel replayed from results saved on the GPU machine with
-// jupyter_ktune.ui.replay.save_panel (KTUNE_PANEL_REPLAY=/path/to/run.panel.pkl).
+// jupyter_ktune.ui.replay.save_panel (KTUNE_PANEL_REPLAY=/path/to/run.panel.json).
 const REPLAY = process.env.KTUNE_PANEL_REPLAY;
 test('docs: a panel replayed from saved GPU results', async ({ page }) => {
   test.skip(!REPLAY, 'set KTUNE_PANEL_REPLAY to a saved panel (jupyter_ktune.ui.replay.save_panel)');

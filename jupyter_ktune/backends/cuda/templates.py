@@ -22,7 +22,7 @@ import numpy as np
 
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.variant_key import code_hash
+from jupyter_ktune.problem_key import inputs_key
 
 #: C++ element type for a NumPy dtype name (``ml_dtypes`` names for bfloat16 and fp8).
 CTYPE_OF_DTYPE = {
@@ -54,7 +54,7 @@ def input_kinds(spec: KernelSpec, line: int | None, why: str) -> dict[str, str]:
     inputs function is called once per inputs function (``why`` says what for, in an error)."""
     if spec.inputs is None:
         return {}
-    key = code_hash(spec.inputs)
+    key = inputs_key(spec.inputs)
     if key not in _kinds:
         try:
             args = spec.inputs()

@@ -63,6 +63,7 @@ from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
+from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import missing_from, missing_reason
 from jupyter_ktune.spec import KernelSpec
@@ -222,9 +223,7 @@ class TritonBackend:
 
     @staticmethod
     def _arg_types_key(spec: KernelSpec) -> tuple:
-        code = getattr(spec.inputs, "__code__", None)
-        return (spec.source_hash, code.co_code if code else repr(spec.inputs),
-                repr(getattr(spec.inputs, "__defaults__", None)))
+        return (spec.source_hash, inputs_key(spec.inputs))  # literals, globals, closure too
 
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
                         cxx: dict[str, int]) -> tuple[dict[str, str], set[str], dict[str, Any]]:
