@@ -114,21 +114,18 @@ def _exit_with_parent() -> None:
 
     The worker runs in its own session, so a ``kill -9`` of the notebook's kernel does not reach
     it; a worker stuck in a hung kernel would never read the closed socket and would spin (and
-    hold the GPU) forever. A daemon thread watches the parent id instead.
+    hold the GPU) forever. A daemon thread watches the parent id instead
+    (:mod:`.parent_death`); on the way out, the input helper and the set it drew ahead in
+    /dev/shm go too.
     """
-    parent = os.getppid()
+    from jupyter_ktune.runner.parent_death import exit_with_parent
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        try:
-            from jupyter_ktune.runner.inputs_ahead import abandon
+    def abandon() -> None:  # imported on the way out: NumPy is not the worker's start's cost
+        from jupyter_ktune.runner.inputs_ahead import abandon
 
-            abandon()  # its helper and the set it drew ahead in /dev/shm
-        finally:
-            os._exit(4)
+        abandon()
 
-    threading.Thread(target=watch, name="ktune-parent-watch", daemon=True).start()
+    exit_with_parent(os.getppid(), before_exit=abandon)
 
 
 def main(fd: int) -> None:
