@@ -101,21 +101,34 @@ class TuningSession:
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Block until no request is pending or being served (tests, benchmarks)."""
+        """Block until no request is pending or being served (tests, benchmarks).
+
+        An Interrupt while waiting abandons the request being served (:meth:`abandon`)."""
         deadline = time.perf_counter() + timeout
-        with self._cv:
-            while self._state.wanted is not None or self._busy:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
+        try:
+            with self._cv:
+                while self._state.wanted is not None or self._busy:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return False
+                    self._cv.wait(left)
+        except BaseException:
+            self.abandon()
+            raise
         return True
 
+    def abandon(self) -> bool:
+        """Give up the request the worker is serving for this session, replacing the worker
+        rather than waiting for it (a hanging variant held the next request for its time
+        limit, issue 34); its result is delivered as a crash saying so."""
+        return self.worker.abandon({self._thread.ident} if self._thread.ident else set())
+
     def close(self) -> None:
-        """Stop the session thread (the worker stays: it is shared)."""
+        """Stop the session thread (the worker stays: it is shared) and abandon its request."""
         with self._cv:
             self._state.closed = True
             self._cv.notify_all()
+        self.abandon()
 
     # -- the session thread ------------------------------------------------------------------
     _busy = False

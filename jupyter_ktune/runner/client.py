@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,8 @@ class DeviceWorker:
         self.restarts = 0
         self.stale_replies = 0  # replies to earlier requests, read and dropped
         self._request_id = 0
+        self._in_flight: int | None = None  # the thread whose request the worker is serving
+        self._abandoned = False
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
 
@@ -156,6 +158,26 @@ class DeviceWorker:
             self.restarts += 1
             self.start()
 
+    def abandon(self, threads: Collection[int] | None = None) -> bool:
+        """Kill the worker now if it serves a request of one of ``threads`` (any when None).
+
+        For an Interrupt that reached another thread than the one waiting for the reply (a
+        sweep's request thread, a panel's session thread): waiting for that request would stall
+        the next one until its time limit, 17 s of a 20 s one behind a hanging variant (issue
+        34). Called from any thread, without the request lock: the waiting thread sees the
+        worker die, starts a fresh one and raises WorkerDied saying it was abandoned. Returns
+        whether a request was abandoned.
+        """
+        proc, requester = self._proc, self._in_flight
+        if proc is None or requester is None or (threads is not None and requester not in threads):
+            return False
+        self._abandoned = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # not reaped until the waiting thread's wait()
+        except (ProcessLookupError, PermissionError):
+            pass
+        return True
+
     def close(self) -> None:
         """Stop the worker and remove its log file (a temp file per worker, issue 9)."""
         with self._lock:
@@ -221,6 +243,7 @@ class DeviceWorker:
             mark = self._log.stat().st_size if self._log.exists() else 0
             self._request_id += 1
             rid = self._request_id
+            self._in_flight, self._abandoned = threading.get_ident(), False
             try:
                 self._conn.send_bytes(pack_message(rid, message))
                 data = self._receive(rid, timeout, mark)
@@ -229,6 +252,8 @@ class DeviceWorker:
             except BaseException:
                 self.restart()  # out of step with the worker: never read its stale reply
                 raise
+            finally:
+                self._in_flight = None
             kind, value = data
             if kind == "fatal":
                 self._proc.wait()
@@ -255,6 +280,9 @@ class DeviceWorker:
                 code = self._proc.wait()
                 tail = self._new_log_text(mark)
                 self.restart()
+                if self._abandoned:
+                    raise WorkerDied("the request was abandoned (Interrupt) and the worker "
+                                     "restarted") from None
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
             got, reply = unpack_message(data)

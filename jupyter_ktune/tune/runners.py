@@ -17,6 +17,7 @@ import os
 import queue
 import shutil
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -249,8 +250,13 @@ class LocalRunner:
         self._free: queue.Queue[DeviceWorker] = queue.Queue()
         for w in self.workers:
             self._free.put(w)
+        self._threads: set[int] = set()  # the pool's threads, whose requests close abandons
         self._pool = cf.ThreadPoolExecutor(max_workers=len(self.workers),
-                                           thread_name_prefix="ktune-sweep")
+                                           thread_name_prefix="ktune-sweep",
+                                           initializer=self._note_thread)
+
+    def _note_thread(self) -> None:
+        self._threads.add(threading.get_ident())
 
     @property
     def slots(self) -> int:
@@ -312,8 +318,15 @@ class LocalRunner:
         return w.run(spec, config)
 
     def close(self) -> None:
-        """Stop queued requests and the workers this runner started."""
+        """Stop queued requests, abandon those in flight, stop the workers this runner started.
+
+        A request still in flight at close has no reader: the sweep was interrupted or failed.
+        Its worker is replaced at once rather than waited on (issue 34): behind a hanging
+        variant, the shared worker's next request waited for that variant's time limit.
+        """
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for w in self.workers:
+            w.abandon(self._threads)
         for w in self.owned:
             w.close()
 
