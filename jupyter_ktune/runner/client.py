@@ -36,6 +36,10 @@ class WorkerDied(KtuneError):
     """The worker exited while serving a request."""
 
 
+class RequestAbandoned(WorkerDied):
+    """The request was abandoned (:meth:`DeviceWorker.abandon`): its worker was replaced."""
+
+
 class WorkerTimeout(KtuneError):
     """The worker did not answer within the request's timeout and was killed."""
 
@@ -281,8 +285,8 @@ class DeviceWorker:
                 tail = self._new_log_text(mark)
                 self.restart()
                 if self._abandoned:
-                    raise WorkerDied("the request was abandoned (Interrupt) and the worker "
-                                     "restarted") from None
+                    raise RequestAbandoned("the request was abandoned (Interrupt) and the "
+                                           "worker restarted") from None
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
             got, reply = unpack_message(data)

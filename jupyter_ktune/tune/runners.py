@@ -31,7 +31,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
 from jupyter_ktune.results import RunResult
-from jupyter_ktune.runner.client import DeviceWorker, get_worker
+from jupyter_ktune.runner.client import DeviceWorker, RequestAbandoned, get_worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard
@@ -313,6 +313,8 @@ class LocalRunner:
             try:
                 w.call(seed_static, spec.source_hash, spec.options.arch, config, static,
                        race_ms, quick, timeout=60)
+            except RequestAbandoned:
+                raise  # the runner is closing: the variant must not be sent after it
             except KtuneError:
                 pass  # only an optimisation: the worker compiles the report itself
         return w.run(spec, config)
