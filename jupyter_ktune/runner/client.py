@@ -315,6 +315,22 @@ class DeviceWorker:
             raise KtuneError(f"[ktune] device query failed: {value}")
         return value
 
+    def limits(self, spec: KernelSpec, timeout: float | None = None) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the worker sees it: its device's limits and
+        the values of the inputs they name.
+
+        The inputs function runs in the worker, never here (issue 34): one that allocates on the
+        GPU would open a device context in the notebook. Its failure is a CellError.
+        """
+        kind, value = self.request(("limits", spec),
+                                   spec.options.timeout_s if timeout is None else timeout)
+        if kind == "cell_error":
+            message, line, fix = value
+            raise CellError(message, line=line, fix=fix)
+        if kind == "error":
+            raise KtuneError(f"[ktune] the worker could not read the limits: {value}")
+        return value
+
     def run(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
         """Compile, verify and time one variant; failures come back as a RunResult, not raised."""
         return self._variant_request("run", spec, config, timeout)

@@ -10,6 +10,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
   stall samples)
 * ``("device", backend)`` -> DeviceInfo
+* ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
+  inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
+  fix))``: the inputs function runs here, never in the notebook (issue 34)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -27,6 +30,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 # Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -46,6 +50,8 @@ def _handle(msg: tuple) -> tuple:
         return ("ok", "pong")
     if kind == "device":
         return ("ok", device_info(msg[1]))
+    if kind == "limits":
+        return _limits(msg[1])
     if kind == "call":
         _, fn, args, kwargs = msg
         return ("ok", fn(*args, **kwargs))
@@ -59,6 +65,17 @@ def _handle(msg: tuple) -> tuple:
         except FatalDeviceError as exc:
             return ("fatal", exc.result)
     return ("error", f"[ktune] unknown worker request {kind!r}")
+
+
+def _limits(spec: Any) -> tuple:
+    from jupyter_ktune.backends.base import limits_for
+    from jupyter_ktune.errors import CellError
+    from jupyter_ktune.runner.execute import device_info
+
+    try:
+        return ("ok", limits_for(spec, device_info(spec.backend)))
+    except CellError as exc:  # an inputs function that fails: one line, on the notebook's side
+        return ("cell_error", (exc.message, exc.line, exc.fix))
 
 
 LOG_MAX_BYTES = 8 << 20  # the worker's log (its stdout and stderr) is trimmed past this size

@@ -251,12 +251,9 @@ class LocalRunner:
         for w in self.workers:
             self._free.put(w)
         self._threads: set[int] = set()  # the pool's threads, whose requests close abandons
-        self._pool = cf.ThreadPoolExecutor(max_workers=len(self.workers),
-                                           thread_name_prefix="ktune-sweep",
-                                           initializer=self._note_thread)
-
-    def _note_thread(self) -> None:
-        self._threads.add(threading.get_ident())
+        self._pool = cf.ThreadPoolExecutor(
+            max_workers=len(self.workers), thread_name_prefix="ktune-sweep",
+            initializer=lambda: self._threads.add(threading.get_ident()))
 
     @property
     def slots(self) -> int:
@@ -266,6 +263,10 @@ class LocalRunner:
     def device(self, backend: str) -> Any:
         """DeviceInfo as the first worker sees it."""
         return self.workers[0].device(backend)
+
+    def limits(self, spec: KernelSpec) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the first worker sees it."""
+        return self.workers[0].limits(spec)
 
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
                pin: bool = False, race_ms: float | None = None, quick: bool = False) -> Future:
@@ -333,9 +334,9 @@ class LocalRunner:
             w.close()
 
 
-def dask_device(backend: str) -> Any:
-    """Dask task: DeviceInfo of this Dask worker's device."""
-    return get_worker().device(backend)
+def dask_ask(question: str, arg: Any) -> Any:
+    """Dask task: ``device(backend)`` or ``limits(spec)`` of this Dask worker's device worker."""
+    return getattr(get_worker(), question)(arg)
 
 
 class DaskRunner:
@@ -362,7 +363,12 @@ class DaskRunner:
 
     def device(self, backend: str) -> Any:
         """DeviceInfo as the first Dask worker sees it."""
-        return self.client.submit(dask_device, backend, pure=False,
+        return self.client.submit(dask_ask, "device", backend, pure=False,
+                                  workers=[self.addresses[0]]).result()
+
+    def limits(self, spec: KernelSpec) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the first Dask worker sees it."""
+        return self.client.submit(dask_ask, "limits", spec, pure=False,
                                   workers=[self.addresses[0]]).result()
 
     def prepare(self, spec: KernelSpec) -> dict[str, float]:

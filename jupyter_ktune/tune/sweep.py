@@ -23,7 +23,6 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
@@ -169,7 +168,7 @@ class Sweep:
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
                            StoreKey.toolchain_text(device.toolchain),
                            space=warm.space_signature(self.spec.space))
-            limits = limits_for(self.spec, device)
+            limits = runner.limits(self.spec)  # the inputs a require line names: read there
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
             started = warm.start_from_earlier(store, self.spec.name, key, strategy,
