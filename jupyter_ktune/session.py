@@ -117,18 +117,19 @@ class TuningSession:
             raise
         return True
 
-    def abandon(self) -> bool:
+    def abandon(self, for_good: bool = False) -> bool:
         """Give up the request the worker is serving for this session, replacing the worker
         rather than waiting for it (a hanging variant held the next request for its time
-        limit, issue 34); its result is delivered as a crash saying so."""
-        return self.worker.abandon({self._thread.ident} if self._thread.ident else set())
+        limit, issue 34); its result is delivered as a crash saying so. ``for_good``: refuse
+        the session's later requests too (it is closed)."""
+        return self.worker.abandon({self._thread}, refuse_later=for_good)
 
     def close(self) -> None:
         """Stop the session thread (the worker stays: it is shared) and abandon its request."""
         with self._cv:
             self._state.closed = True
             self._cv.notify_all()
-        self.abandon()
+        self.abandon(for_good=True)
 
     # -- the session thread ------------------------------------------------------------------
     _busy = False

@@ -79,3 +79,56 @@ def test_closing_a_session_replaces_the_worker_stuck_in_its_request():
         assert _next_request_s(w, spec) < NEXT_WITHIN_S
         assert got and got[0].result.status is Status.CRASHED
         assert "abandoned" in got[0].result.reason
+
+
+def test_an_interrupted_panel_sweep_answers_the_panels_next_request(tmp_path):
+    from jupyter_ktune.ui.app import KernelPanel
+
+    spec = _spec()
+    main = threading.main_thread().ident
+    with DeviceWorker() as w:
+        session = TuningSession(spec, w, {}, prefetch=False)
+        panel = KernelPanel(session, spec.space.config(K=0), ceilings=None)
+        panel.autotune.store = tmp_path / "s.sqlite"
+        try:
+            assert panel.result.status is Status.OK
+            w.last_start_s = None
+
+            def interrupt_in_the_hang() -> None:  # K = 0 and 1 swept, K = 2 hangs next
+                while len(panel.history) < 3:
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                signal.pthread_kill(main, signal.SIGINT)
+
+            threading.Thread(target=interrupt_in_the_hang, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                panel.tune("exhaustive")
+            t0 = time.perf_counter()
+            panel.controls.widgets["K"].value = 1
+            assert panel.result.config == {"K": 1} and panel.result.status is Status.OK
+            assert time.perf_counter() - t0 - (w.last_start_s or 0.0) < NEXT_WITHIN_S
+            panel.autotune.thread.join(5)
+            assert not panel.autotune.thread.is_alive()  # the sweep stopped too
+        finally:
+            session.close()
+
+
+def test_a_request_about_to_be_sent_by_an_abandoned_thread_is_refused():
+    """A closed runner's thread that had already taken its next variant (the sweep's loop
+    ended between taking it and sending it) must not send it to the worker."""
+    spec = _spec()
+    go, got = threading.Event(), []
+
+    def runner_thread():
+        go.wait()
+        got.append(w.run(spec, spec.space.config(K=3)))
+
+    with DeviceWorker() as w:
+        w.run(spec, spec.space.config(K=0))
+        t = threading.Thread(target=runner_thread)
+        t.start()
+        assert not w.abandon({t}, refuse_later=True)  # nothing in flight yet
+        go.set()
+        t.join(5)
+        assert got and got[0].status is Status.CRASHED and "before it was sent" in got[0].reason
+        assert w.restarts == 0 and _next_request_s(w, spec) < NEXT_WITHIN_S

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -84,8 +85,9 @@ class DeviceWorker:
         self.restarts = 0
         self.stale_replies = 0  # replies to earlier requests, read and dropped
         self._request_id = 0
-        self._in_flight: int | None = None  # the thread whose request the worker is serving
+        self._in_flight: threading.Thread | None = None  # whose request the worker serves
         self._abandoned = False
+        self._refused: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # see abandon
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
 
@@ -162,16 +164,21 @@ class DeviceWorker:
             self.restarts += 1
             self.start()
 
-    def abandon(self, threads: Collection[int] | None = None) -> bool:
-        """Kill the worker now if it serves a request of one of ``threads`` (any when None).
+    def abandon(self, threads: Collection[threading.Thread] | None = None,
+                refuse_later: bool = False) -> bool:
+        """Kill the worker now if it serves a request of one of ``threads`` (any when None);
+        with ``refuse_later``, refuse their later requests (RequestAbandoned): nobody waits.
 
-        For an Interrupt that reached another thread than the one waiting for the reply (a
-        sweep's request thread, a panel's session thread): waiting for that request would stall
-        the next one until its time limit, 17 s of a 20 s one behind a hanging variant (issue
-        34). Called from any thread, without the request lock: the waiting thread sees the
-        worker die, starts a fresh one and raises WorkerDied saying it was abandoned. Returns
-        whether a request was abandoned.
+        An Interrupt reaches the main thread, not the one waiting for the reply (a sweep's, a
+        panel's session thread): waiting for that request held the next one for its time limit,
+        17 s of 20 behind a hanging variant (issue 34). Called from any thread, without the
+        request lock; the waiting thread starts a fresh worker and raises RequestAbandoned.
+        The refusal is marked before the request in flight is read, and a request is marked
+        in flight before it reads the refusal: a thread about to send cannot slip between.
+        Returns whether a request was abandoned.
         """
+        if refuse_later and threads is not None:
+            self._refused.update(threads)
         proc, requester = self._proc, self._in_flight
         if proc is None or requester is None or (threads is not None and requester not in threads):
             return False
@@ -241,14 +248,20 @@ class DeviceWorker:
         if problem:
             raise KtuneError(f"[ktune] timeout {timeout!r}: {problem}. Pass seconds, e.g. "
                              "timeout=60.")
+        me = threading.current_thread()
         with self._lock:
+            if me in self._refused:  # before a fresh worker's start, too
+                raise RequestAbandoned("the request was abandoned (Interrupt) before it was sent")
             self._ensure_ready()
             assert self._conn is not None and self._proc is not None
             mark = self._log.stat().st_size if self._log.exists() else 0
             self._request_id += 1
             rid = self._request_id
-            self._in_flight, self._abandoned = threading.get_ident(), False
+            self._in_flight, self._abandoned = me, False
             try:
+                if me in self._refused:  # abandoned while the worker started (see abandon)
+                    raise RequestAbandoned("the request was abandoned (Interrupt) before it "
+                                           "was sent")
                 self._conn.send_bytes(pack_message(rid, message))
                 data = self._receive(rid, timeout, mark)
             except (WorkerTimeout, WorkerDied):

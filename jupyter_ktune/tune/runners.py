@@ -250,10 +250,10 @@ class LocalRunner:
         self._free: queue.Queue[DeviceWorker] = queue.Queue()
         for w in self.workers:
             self._free.put(w)
-        self._threads: set[int] = set()  # the pool's threads, whose requests close abandons
+        self._threads: set[threading.Thread] = set()  # the pool's, whose requests close abandons
         self._pool = cf.ThreadPoolExecutor(
             max_workers=len(self.workers), thread_name_prefix="ktune-sweep",
-            initializer=lambda: self._threads.add(threading.get_ident()))
+            initializer=lambda: self._threads.add(threading.current_thread()))
 
     @property
     def slots(self) -> int:
@@ -329,7 +329,7 @@ class LocalRunner:
         """
         self._pool.shutdown(wait=False, cancel_futures=True)
         for w in self.workers:
-            w.abandon(self._threads)
+            w.abandon(self._threads, refuse_later=True)
         for w in self.owned:
             w.close()
 
