@@ -38,7 +38,6 @@ def main() -> int:
     if args.check:
         return 0
 
-    from jupyter_ktune.backends.base import limits_for
     from jupyter_ktune.measure.ceilings import device_ceilings
     from jupyter_ktune.runner.client import DeviceWorker
     from jupyter_ktune.session import TuningSession
@@ -47,7 +46,7 @@ def main() -> int:
 
     with DeviceWorker() as worker:
         device = worker.device(spec.backend)
-        limits = limits_for(spec, device)
+        limits = worker.limits(spec)
         session = TuningSession(spec, worker, limits)
         start = spec.space.default(limits)
         panel = KernelPanel(session, start, device_ceilings(worker, device))

@@ -24,7 +24,6 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
@@ -53,7 +52,7 @@ def stats(xs: list[float]) -> str:
 
 
 def panel_for(worker: DeviceWorker, spec, prefetch: bool) -> KernelPanel:
-    limits = limits_for(spec, worker.device(spec.backend))
+    limits = worker.limits(spec)
     session = TuningSession(spec, worker, limits, prefetch=prefetch)
     panel = KernelPanel(session, spec.space.config(spec.initial), ceilings=None)
     panel.result  # noqa: B018 - first result

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
 from jupyter_ktune.space import Config
@@ -43,5 +42,5 @@ def run_kernel(spec: KernelSpec, config: Mapping[str, Any] | None = None, *,
     """
     get_backend(spec.backend).check(spec)
     worker = worker or get_worker()
-    limits = limits_for(spec, worker.device(spec.backend))
+    limits = worker.limits(spec) if not (config or spec.initial) else None
     return worker.run(spec, choose_config(spec, config, limits))

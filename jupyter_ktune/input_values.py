@@ -5,7 +5,9 @@ must cover a row (``require BLOCK_N >= n_cols``), a tile must divide the sequenc
 inputs function returns those values; here they join the names a ``require`` line sees, beside
 the device limits. The inputs function is called only when a constraint names something that
 is neither a tunable nor a limit, once per inputs function (its result is kept, arrays reduced
-to :class:`ArrayFacts`), so a cell whose constraints read only tunables never pays for it.
+to :class:`ArrayFacts`), so a cell whose constraints read only tunables never pays for it. It is
+called in the worker only (``DeviceWorker.limits`` asks it): an inputs function may allocate on
+the GPU, and the notebook process opens no device context (issue 34).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.errors import CellError
 from jupyter_ktune.problem_key import inputs_key
 
 _cache: dict[tuple, dict[str, Any]] = {}
@@ -70,12 +73,25 @@ def input_facts(spec: Any, limits: Mapping[str, Any]) -> dict[str, Any]:
     wanted = constraint_names(spec.space) - set(limits)
     if not wanted or spec.inputs is None:
         return {}
-    fn = spec.inputs
-    key = (spec.source_hash, inputs_key(fn), id(fn))
+    # not its id: the function is unpickled afresh for every request the worker serves
+    key = (spec.source_hash, inputs_key(spec.inputs))
     facts = _cache.get(key)
     if facts is None:
-        facts = {k: f for k, f in ((k, _fact(v)) for k, v in dict(fn()).items())
+        facts = {k: f for k, f in ((k, _fact(v)) for k, v in _call(spec.inputs).items())
                  if f is not None}
         _cache.clear()  # one inputs function at a time: a cell's, while it is tuned
         _cache[key] = facts
     return {k: v for k, v in facts.items() if k in wanted}
+
+
+def _call(fn: Any) -> dict[str, Any]:
+    """The inputs function's set; its failure is one line, as when a run draws it."""
+    try:
+        args = fn()
+    except Exception as exc:  # noqa: BLE001 - the user's function: any error is theirs
+        raise CellError(f"the inputs function {getattr(fn, '__name__', fn)} failed: "
+                        f"{type(exc).__name__}: {exc}", line=1) from None
+    if not isinstance(args, dict):
+        raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
+                        line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
+    return args

@@ -104,21 +104,35 @@ class TuningSession:
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Block until no request is pending or being served (tests, benchmarks)."""
+        """Block until no request is pending or being served (tests, benchmarks).
+
+        An Interrupt while waiting abandons the request being served (:meth:`abandon`)."""
         deadline = time.perf_counter() + timeout
-        with self._cv:
-            while self._state.wanted is not None or self._busy:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
+        try:
+            with self._cv:
+                while self._state.wanted is not None or self._busy:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return False
+                    self._cv.wait(left)
+        except BaseException:
+            self.abandon()
+            raise
         return True
 
+    def abandon(self, for_good: bool = False) -> bool:
+        """Give up the request the worker is serving for this session, replacing the worker
+        rather than waiting for it (a hanging variant held the next request for its time
+        limit, issue 34); its result is delivered as a crash saying so. ``for_good``: refuse
+        the session's later requests too (it is closed)."""
+        return self.worker.abandon({self._thread}, refuse_later=for_good)
+
     def close(self) -> None:
-        """Stop the session thread (the worker stays: it is shared)."""
+        """Stop the session thread (the worker stays: it is shared) and abandon its request."""
         with self._cv:
             self._state.closed = True
             self._cv.notify_all()
+        self.abandon(for_good=True)
 
     # -- the session thread ------------------------------------------------------------------
     _busy = False
@@ -145,18 +159,14 @@ class TuningSession:
                 return
             ticket, config, t0 = wanted
             precompiled = config in self._state.compiled
-            reasons = self.spec.space.violations(config, self.limits)
-            if reasons:
-                result = RunResult(name=self.spec.name, backend=self.spec.backend,
-                                   config=dict(config), status=Status.NOT_ALLOWED,
-                                   reason="; ".join(reasons))
-            else:
-                result = self.worker.run(self.spec, config)
-                cold, self.cold_phases_ms = self.cold_phases_ms, {}
-                if cold:
-                    result = replace(result, phases_ms={**cold, **result.phases_ms})
-                if result.status is not Status.COMPILE_ERROR:
-                    self._state.compiled.add(config)
+            # the worker checks the require lines (a config they forbid comes back "not
+            # allowed", never run): once per request, where the inputs' values are (issue 34)
+            result = self.worker.run(self.spec, config)
+            cold, self.cold_phases_ms = self.cold_phases_ms, {}
+            if cold:
+                result = replace(result, phases_ms={**cold, **result.phases_ms})
+            if result.status not in (Status.COMPILE_ERROR, Status.NOT_ALLOWED):
+                self._state.compiled.add(config)
             with self._cv:
                 current = ticket == self._state.latest
             d = Delivery(result, ticket, current, t0, time.perf_counter(), precompiled)

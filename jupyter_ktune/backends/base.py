@@ -58,12 +58,21 @@ class DeviceInfo:
     toolchain: Mapping[str, str] = field(default_factory=dict)
 
 
+def device_limits(device: DeviceInfo) -> dict[str, int]:
+    """The device's limits, the sm_90 values where it has none (no device here)."""
+    return {**DEFAULT_LIMITS, **device.limits}
+
+
 def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, Any]:
     """What ``require`` lines read besides the tunables: the device limits (the sm_90 values
-    when no device is here) and the inputs' values they name (:mod:`..input_values`)."""
+    when no device is here) and the inputs' values they name (:mod:`..input_values`).
+
+    Calls the inputs function when a line names an input: only in the worker (the notebook asks
+    it, ``DeviceWorker.limits``), never in the notebook process, which holds no device context.
+    """
     from jupyter_ktune.input_values import input_facts
 
-    limits = {**DEFAULT_LIMITS, **device.limits}
+    limits = device_limits(device)
     return {**input_facts(spec, limits), **limits}
 
 

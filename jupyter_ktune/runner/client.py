@@ -17,7 +17,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Collection, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,10 @@ LOG_TAIL_BYTES = 64 << 10  # read back from the worker's log on a failure, from 
 
 class WorkerDied(KtuneError):
     """The worker exited while serving a request."""
+
+
+class RequestAbandoned(WorkerDied):
+    """The request was abandoned (:meth:`DeviceWorker.abandon`): its worker was replaced."""
 
 
 class WorkerTimeout(KtuneError):
@@ -80,6 +85,9 @@ class DeviceWorker:
         self.restarts = 0
         self.stale_replies = 0  # replies to earlier requests, read and dropped
         self._request_id = 0
+        self._in_flight: threading.Thread | None = None  # whose request the worker serves
+        self._abandoned = False
+        self._refused: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # see abandon
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
         #: how long a request waited for each start (0 when the worker was started early
@@ -161,6 +169,31 @@ class DeviceWorker:
             self.restarts += 1
             self.start()
 
+    def abandon(self, threads: Collection[threading.Thread] | None = None,
+                refuse_later: bool = False) -> bool:
+        """Kill the worker now if it serves a request of one of ``threads`` (any when None);
+        with ``refuse_later``, refuse their later requests (RequestAbandoned): nobody waits.
+
+        An Interrupt reaches the main thread, not the one waiting for the reply (a sweep's, a
+        panel's session thread): waiting for that request held the next one for its time limit,
+        17 s of 20 behind a hanging variant (issue 34). Called from any thread, without the
+        request lock; the waiting thread starts a fresh worker and raises RequestAbandoned.
+        The refusal is marked before the request in flight is read, and a request is marked
+        in flight before it reads the refusal: a thread about to send cannot slip between.
+        Returns whether a request was abandoned.
+        """
+        if refuse_later and threads is not None:
+            self._refused.update(threads)
+        proc, requester = self._proc, self._in_flight
+        if proc is None or requester is None or (threads is not None and requester not in threads):
+            return False
+        self._abandoned = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # not reaped until the waiting thread's wait()
+        except (ProcessLookupError, PermissionError):
+            pass
+        return True
+
     def close(self) -> None:
         """Stop the worker and remove its log file (a temp file per worker, issue 9)."""
         with self._lock:
@@ -220,13 +253,20 @@ class DeviceWorker:
         if problem:
             raise KtuneError(f"[ktune] timeout {timeout!r}: {problem}. Pass seconds, e.g. "
                              "timeout=60.")
+        me = threading.current_thread()
         with self._lock:
+            if me in self._refused:  # before a fresh worker's start, too
+                raise RequestAbandoned("the request was abandoned (Interrupt) before it was sent")
             self._ensure_ready()
             assert self._conn is not None and self._proc is not None
             mark = self._log.stat().st_size if self._log.exists() else 0
             self._request_id += 1
             rid = self._request_id
+            self._in_flight, self._abandoned = me, False
             try:
+                if me in self._refused:  # abandoned while the worker started (see abandon)
+                    raise RequestAbandoned("the request was abandoned (Interrupt) before it "
+                                           "was sent")
                 self._conn.send_bytes(pack_message(rid, message))
                 data = self._receive(rid, timeout, mark)
             except (WorkerTimeout, WorkerDied):
@@ -234,6 +274,8 @@ class DeviceWorker:
             except BaseException:
                 self.restart()  # out of step with the worker: never read its stale reply
                 raise
+            finally:
+                self._in_flight = None
             kind, value = data
             if kind == "fatal":
                 self._proc.wait()
@@ -260,6 +302,9 @@ class DeviceWorker:
                 code = self._proc.wait()
                 tail = self._new_log_text(mark)
                 self.restart()
+                if self._abandoned:
+                    raise RequestAbandoned("the request was abandoned (Interrupt) and the "
+                                           "worker restarted") from None
                 raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
             got, reply = unpack_message(data)
@@ -286,6 +331,22 @@ class DeviceWorker:
         kind, value = self.request(("device", backend), timeout)
         if kind == "error":
             raise KtuneError(f"[ktune] device query failed: {value}")
+        return value
+
+    def limits(self, spec: KernelSpec, timeout: float | None = None) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the worker sees it: its device's limits and
+        the values of the inputs they name.
+
+        The inputs function runs in the worker, never here (issue 34): one that allocates on the
+        GPU would open a device context in the notebook. Its failure is a CellError.
+        """
+        kind, value = self.request(("limits", spec),
+                                   spec.options.timeout_s if timeout is None else timeout)
+        if kind == "cell_error":
+            message, line, fix = value
+            raise CellError(message, line=line, fix=fix)
+        if kind == "error":
+            raise KtuneError(f"[ktune] the worker could not read the limits: {value}")
         return value
 
     def run(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:

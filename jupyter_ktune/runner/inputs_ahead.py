@@ -25,11 +25,9 @@ import glob
 import inspect
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -292,27 +290,13 @@ def _die_with(parent: int) -> None:
     """Exit when the worker ``parent`` does, even from inside a stuck ``inputs()`` (issue 15).
 
     The socket closing is noticed only between requests; an inputs function that never returns
-    would keep the helper (and the memory it holds) forever. On Linux the kernel kills it with
-    its parent (``PR_SET_PDEATHSIG``); elsewhere, and for a parent gone before that call took
-    effect, a thread watches the parent id.
+    would keep the helper (and the memory it holds) forever. The worker starts the helper from
+    its main thread, so on Linux the kernel may kill it with its parent (``PR_SET_PDEATHSIG``),
+    besides the watch of the parent id (:mod:`.parent_death`).
     """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
+    from jupyter_ktune.runner.parent_death import exit_with_parent
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:
-        os._exit(4)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(4)
-
-    threading.Thread(target=watch, name="ktune-helper-parent-watch", daemon=True).start()
+    exit_with_parent(parent, kernel_signal=True)
 
 
 def abandon() -> None:

@@ -9,8 +9,9 @@ produce a breakdown; the worker answers that as an error.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from jupyter_ktune.backends import get_backend
 from jupyter_ktune.errors import CannotRun
 from jupyter_ktune.measure import profile_ncu
 from jupyter_ktune.measure.breakdown import Breakdown
+from jupyter_ktune.measure.profile_folder import profile_folder
 from jupyter_ktune.runner.execute import checked_inputs
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
@@ -44,24 +46,26 @@ def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> Br
     return scopes(spec, config, lambda: checked_inputs(spec, config))
 
 
-def _job(spec: KernelSpec, config: Config) -> tuple[Path, list[str]]:
-    """A folder holding the pickled variant, and the driver command that launches it."""
+@contextlib.contextmanager
+def _job(spec: KernelSpec, config: Config) -> Iterator[tuple[Path, list[str]]]:
+    """A folder holding the pickled variant (removed afterwards, ncu's report with it), and
+    the driver command that launches it."""
     import cloudpickle
 
-    folder = Path(tempfile.mkdtemp(prefix="ktune-ncu-"))
-    job = folder / "job.pkl"
-    job.write_bytes(cloudpickle.dumps((spec, dict(config))))
-    return folder, [sys.executable, "-m", __name__, str(job)]
+    with profile_folder("ncu") as folder:
+        job = folder / "job.pkl"
+        job.write_bytes(cloudpickle.dumps((spec, dict(config))))
+        yield folder, [sys.executable, "-m", __name__, str(job)]
 
 
 def profile_lines(spec: KernelSpec, config: Config, timeout: float = 120.0) -> Breakdown:
     """Run the variant under ncu in a subprocess and return its per-line samples (worker side)."""
-    folder, argv = _job(spec, config)
-    rep = profile_ncu.run_under_ncu(spec.name, argv, profile_ncu.line_sampling_args(), folder,
-                                    timeout)
-    named = folder / "cell_file.txt"
-    cell_file = named.read_text().strip() if named.exists() else None
-    return profile_ncu.read_report(rep, spec.name, profile_ncu.cell_file_filter(cell_file))
+    with _job(spec, config) as (folder, argv):
+        rep = profile_ncu.run_under_ncu(spec.name, argv, profile_ncu.line_sampling_args(),
+                                        folder, timeout)
+        named = folder / "cell_file.txt"
+        cell_file = named.read_text().strip() if named.exists() else None
+        return profile_ncu.read_report(rep, spec.name, profile_ncu.cell_file_filter(cell_file))
 
 
 def ncu_metrics(spec: KernelSpec, config: Any,
@@ -71,10 +75,10 @@ def ncu_metrics(spec: KernelSpec, config: Any,
     why = profile_ncu.ncu_status()
     if why:
         raise RuntimeError(f"[ktune] {why}")
-    folder, argv = _job(spec, config)
-    rep = profile_ncu.run_under_ncu(spec.name, argv, ["--metrics", ",".join(metrics)], folder,
-                                    timeout)
-    return profile_ncu.report_metrics(rep, spec.name, metrics)
+    with _job(spec, config) as (folder, argv):
+        rep = profile_ncu.run_under_ncu(spec.name, argv, ["--metrics", ",".join(metrics)],
+                                        folder, timeout)
+        return profile_ncu.report_metrics(rep, spec.name, metrics)
 
 
 def drive(job: str) -> None:

@@ -10,6 +10,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
   stall samples)
 * ``("device", backend)`` -> DeviceInfo
+* ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
+  inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
+  fix))``: the inputs function runs here, never in the notebook (issue 34)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -27,6 +30,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 # Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -46,6 +50,8 @@ def _handle(msg: tuple) -> tuple:
         return ("ok", "pong")
     if kind == "device":
         return ("ok", device_info(msg[1]))
+    if kind == "limits":
+        return _limits(msg[1])
     if kind == "call":
         _, fn, args, kwargs = msg
         return ("ok", fn(*args, **kwargs))
@@ -59,6 +65,17 @@ def _handle(msg: tuple) -> tuple:
         except FatalDeviceError as exc:
             return ("fatal", exc.result)
     return ("error", f"[ktune] unknown worker request {kind!r}")
+
+
+def _limits(spec: Any) -> tuple:
+    from jupyter_ktune.backends.base import limits_for
+    from jupyter_ktune.errors import CellError
+    from jupyter_ktune.runner.execute import device_info
+
+    try:
+        return ("ok", limits_for(spec, device_info(spec.backend)))
+    except CellError as exc:  # an inputs function that fails: one line, on the notebook's side
+        return ("cell_error", (exc.message, exc.line, exc.fix))
 
 
 LOG_MAX_BYTES = 8 << 20  # the worker's log (its stdout and stderr) is trimmed past this size
@@ -114,21 +131,18 @@ def _exit_with_parent() -> None:
 
     The worker runs in its own session, so a ``kill -9`` of the notebook's kernel does not reach
     it; a worker stuck in a hung kernel would never read the closed socket and would spin (and
-    hold the GPU) forever. A daemon thread watches the parent id instead.
+    hold the GPU) forever. A daemon thread watches the parent id instead
+    (:mod:`.parent_death`); on the way out, the input helper and the set it drew ahead in
+    /dev/shm go too.
     """
-    parent = os.getppid()
+    from jupyter_ktune.runner.parent_death import exit_with_parent
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        try:
-            from jupyter_ktune.runner.inputs_ahead import abandon
+    def abandon() -> None:  # imported on the way out: NumPy is not the worker's start's cost
+        from jupyter_ktune.runner.inputs_ahead import abandon
 
-            abandon()  # its helper and the set it drew ahead in /dev/shm
-        finally:
-            os._exit(4)
+        abandon()
 
-    threading.Thread(target=watch, name="ktune-parent-watch", daemon=True).start()
+    exit_with_parent(os.getppid(), before_exit=abandon)
 
 
 def _import_ahead() -> None:

@@ -42,8 +42,9 @@ def warm_up(backend: str) -> None:
 POOL_NICENESS = 10
 
 
-def pool_process_setup() -> None:
-    """Pool initializer: leave Interrupt to the notebook, compile at a lower priority.
+def pool_process_setup(parent: int | None = None) -> None:
+    """Pool initializer: leave Interrupt to the notebook, compile at a lower priority, and
+    exit when the process ``parent`` that started the pool dies (:func:`die_with`).
 
     Jupyter signals the kernel's whole process group: each pool process died of
     KeyboardInterrupt with a traceback (bench/results/notebook_headless/2026-12-01-1618) and
@@ -51,6 +52,22 @@ def pool_process_setup() -> None:
     with contextlib.suppress(ValueError, AttributeError):  # not the main thread / no SIGINT
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority()
+    if parent is not None:
+        die_with(parent)
+
+
+def die_with(parent: int) -> None:
+    """Exit once the notebook (or script) ``parent`` is gone, whatever killed it (issue 34).
+
+    A pool process waits on its call queue, whose pipe it holds both ends of: ``kill -9`` of
+    the notebook left it alive (354 MB), and with it multiprocessing's resource tracker and the
+    pool's named semaphores in /dev/shm. Once every pool process has exited the tracker sees its
+    pipe close and unlinks them. A watch of the parent id, not ``PR_SET_PDEATHSIG``: the pool is
+    started from whichever thread submits first, and would die with that thread.
+    """
+    from jupyter_ktune.runner.parent_death import exit_with_parent
+
+    exit_with_parent(parent)
 
 
 def lower_priority() -> None:
@@ -78,6 +95,7 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     import multiprocessing
 
     pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=pool_process_setup,
+                                  initargs=(os.getpid(),),
                                   mp_context=multiprocessing.get_context("spawn"))
     if backend is not None:
         for _ in range(workers):

@@ -17,6 +17,7 @@ import os
 import queue
 import shutil
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
 from jupyter_ktune.results import RunResult
-from jupyter_ktune.runner.client import DeviceWorker, get_worker
+from jupyter_ktune.runner.client import DeviceWorker, RequestAbandoned, get_worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard
@@ -255,8 +256,10 @@ class LocalRunner:
         self._free: queue.Queue[DeviceWorker] = queue.Queue()
         for w in self.workers:
             self._free.put(w)
-        self._pool = cf.ThreadPoolExecutor(max_workers=len(self.workers),
-                                           thread_name_prefix="ktune-sweep")
+        self._threads: set[threading.Thread] = set()  # the pool's, whose requests close abandons
+        self._pool = cf.ThreadPoolExecutor(
+            max_workers=len(self.workers), thread_name_prefix="ktune-sweep",
+            initializer=lambda: self._threads.add(threading.current_thread()))
 
     @property
     def slots(self) -> int:
@@ -266,6 +269,10 @@ class LocalRunner:
     def device(self, backend: str) -> Any:
         """DeviceInfo as the first worker sees it."""
         return self.workers[0].device(backend)
+
+    def limits(self, spec: KernelSpec) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the first worker sees it."""
+        return self.workers[0].limits(spec)
 
     def submit(self, spec: KernelSpec, config: Config, static: Any = None,
                pin: bool = False, race_ms: float | None = None, quick: bool = False) -> Future:
@@ -313,20 +320,29 @@ class LocalRunner:
             try:
                 w.call(seed_static, spec.source_hash, spec.options.arch, config, static,
                        race_ms, quick, timeout=60)
+            except RequestAbandoned:
+                raise  # the runner is closing: the variant must not be sent after it
             except KtuneError:
                 pass  # only an optimisation: the worker compiles the report itself
         return w.run(spec, config)
 
     def close(self) -> None:
-        """Stop queued requests and the workers this runner started."""
+        """Stop queued requests, abandon those in flight, stop the workers this runner started.
+
+        A request still in flight at close has no reader: the sweep was interrupted or failed.
+        Its worker is replaced at once rather than waited on (issue 34): behind a hanging
+        variant, the shared worker's next request waited for that variant's time limit.
+        """
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for w in self.workers:
+            w.abandon(self._threads, refuse_later=True)
         for w in self.owned:
             w.close()
 
 
-def dask_device(backend: str) -> Any:
-    """Dask task: DeviceInfo of this Dask worker's device."""
-    return get_worker().device(backend)
+def dask_ask(question: str, arg: Any) -> Any:
+    """Dask task: ``device(backend)`` or ``limits(spec)`` of this Dask worker's device worker."""
+    return getattr(get_worker(), question)(arg)
 
 
 class DaskRunner:
@@ -353,7 +369,12 @@ class DaskRunner:
 
     def device(self, backend: str) -> Any:
         """DeviceInfo as the first Dask worker sees it."""
-        return self.client.submit(dask_device, backend, pure=False,
+        return self.client.submit(dask_ask, "device", backend, pure=False,
+                                  workers=[self.addresses[0]]).result()
+
+    def limits(self, spec: KernelSpec) -> dict[str, Any]:
+        """What ``spec``'s ``require`` lines read, as the first Dask worker sees it."""
+        return self.client.submit(dask_ask, "limits", spec, pure=False,
                                   workers=[self.addresses[0]]).result()
 
     def prepare(self, spec: KernelSpec) -> dict[str, float]:

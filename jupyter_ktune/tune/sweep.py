@@ -23,7 +23,6 @@ from typing import Any
 import cloudpickle
 
 from jupyter_ktune.backends import get_backend
-from jupyter_ktune.backends.base import limits_for
 from jupyter_ktune.errors import CompileFailure, KtuneError
 from jupyter_ktune.problem_key import problem_key
 from jupyter_ktune.results import RunResult, Status
@@ -174,7 +173,7 @@ class Sweep:
                            StoreKey.toolchain_text(device.toolchain),
                            space=warm.space_signature(self.spec.space),
                            problem=problem_key(self.spec))
-            limits = limits_for(self.spec, device)
+            limits = runner.limits(self.spec)  # the inputs a require line names: read there
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
             started = warm.start_from_earlier(store, self.spec.name, key, strategy,

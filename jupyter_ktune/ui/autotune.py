@@ -135,13 +135,22 @@ class AutotuneBar:
 
     def run(self, strategy: str | None = None, budget: int | None = None,
             options: TuneOptions | None = None) -> TuneReport:
-        """Run a sweep as :meth:`start` does and wait for its report; its error is raised."""
+        """Run a sweep as :meth:`start` does and wait for its report; its error is raised.
+
+        An Interrupt stops the sweep and abandons the variant it is timing: a hanging one held
+        the panel's next request for its time limit (issue 34); its result is a crash that
+        the next sweep runs again."""
         if self.thread is not None and self.thread.is_alive():
             raise RuntimeError("[ktune] a sweep is already running in this panel: wait for it "
                                "or press Stop")
         self.start(strategy, budget, options)
         assert self.thread is not None
-        self.thread.join()
+        try:
+            self.thread.join()
+        except BaseException:
+            self.stop()
+            self.panel.session.worker.abandon()
+            raise
         if self.error is not None:
             raise self.error
         return self.report

@@ -26,7 +26,6 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     ``replaces`` keys the panel this one supersedes (default: the kernel's name, as a cell)."""
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
-    from jupyter_ktune.backends.base import limits_for
     from jupyter_ktune.errors import CellError
     from jupyter_ktune.measure.ceilings import cached_ceilings
     from jupyter_ktune.runner.client import get_worker
@@ -43,7 +42,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     device = worker.device(spec.backend)
     cold = cold_phases(worker, waits, time.perf_counter() - t0, spec.backend)
     warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
-    limits = limits_for(spec, device)
+    limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
     key = spec.name if replaces is None else replaces
     old = _live.pop(key, None)
     if old is not None:

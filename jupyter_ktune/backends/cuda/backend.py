@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, limits_for
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, device_limits
 from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.archcubin import (
     compile_arch_specific,
@@ -169,7 +169,7 @@ class CudaBackend:
         """A block over the device's threads-per-block limit never launches, with or without a
         ``require`` line: say so on the ``block`` line (the run path checks it again at bind,
         against the compiled variant's own limit)."""
-        limit = limits_for(spec, self.device())["MAX_THREADS_PER_BLOCK"]
+        limit = device_limits(self.device())["MAX_THREADS_PER_BLOCK"]
         if threads is None or threads <= limit:
             return
         line = spec.block.line if spec.block is not None else 1

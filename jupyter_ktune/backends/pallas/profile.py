@@ -24,9 +24,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -47,6 +45,7 @@ from jupyter_ktune.backends.pallas.launch import PallasVariant
 from jupyter_ktune.errors import CannotRun
 from jupyter_ktune.measure.breakdown import Breakdown, Event, pair_edges
 from jupyter_ktune.measure.clocks import read_clocks
+from jupyter_ktune.measure.profile_folder import profile_folder
 
 # Ranges (named-scope executions) per warpgroup that fit in the profiler's SMEM buffer: 4 u32
 # per range, so 128 ranges cost 2 KiB of shared memory per warpgroup. A cell that sets its own
@@ -260,42 +259,41 @@ def profile_pallas(backend: Any, spec: Any, config: Any, host_args: dict[str, An
     plain = backend.compile(spec, config).bind(host_args)
     for _ in range(3):
         plain.launch_and_wait()
-    folder = Path(tempfile.mkdtemp(prefix="ktune-mosaic-"))
-    key = cell_module_name(spec, lowering)
-    cached = sys.modules.pop(key, None)
-    try:
-        with profiling_params(folder, plgpu, pl, jax.config, profile_space) as calls:
-            module = load_cell(spec, lowering)
-            path = Path(module.__file__ or "")
-            factory = module.__dict__.get(spec.name)
-            if not callable(factory):
-                raise failure_at(2, f"the cell defines no function '{spec.name}'")
-            try:
-                fn = factory(**spec.space.py_env(config))
-            except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
-                raise cell_failure(exc, path) from None
-            bound = PallasVariant(spec, lowering, fn, path).bind(host_args)
-        if not calls:
-            raise CannotRun("[ktune] no cycle breakdown: the cell's callable made no "
-                            "plgpu.kernel (or Mosaic GPU pl.pallas_call) call while traced, "
-                            "so nothing was profiled")
-        bound.launch_and_wait()
-        jax.effects_barrier()
-        clk = read_clocks()
-        files = list(folder.glob("*-trace.json"))
-        first = calls[0]
-        bd = parse_mosaic_trace(newest_trace(folder), float(clk.sm_mhz) if clk else None,
-                                spec.name, warpgroups_per_block=first.units_per_block,
-                                clock_source="NVML SM clock read after the traced call",
-                                unit_kind=first.unit_kind)
-        notes = ["one call, the first of a fresh profiled compilation (cold L2; the plain "
-                 "variant ran 3 times before it, to ramp the clock)"]
-        if len(calls) > 1 or len(files) > 1:
-            notes.append(f"the callable made {len(calls)} profiled kernel call(s) and "
-                         f"{len(files)} trace(s) were written; this is the newest")
-        return dataclasses.replace(bd, notes=bd.notes + tuple(notes))
-    finally:
-        sys.modules.pop(key, None)
-        if cached is not None:
-            sys.modules[key] = cached
-        shutil.rmtree(folder, ignore_errors=True)
+    with profile_folder("mosaic") as folder:
+        key = cell_module_name(spec, lowering)
+        cached = sys.modules.pop(key, None)
+        try:
+            with profiling_params(folder, plgpu, pl, jax.config, profile_space) as calls:
+                module = load_cell(spec, lowering)
+                path = Path(module.__file__ or "")
+                factory = module.__dict__.get(spec.name)
+                if not callable(factory):
+                    raise failure_at(2, f"the cell defines no function '{spec.name}'")
+                try:
+                    fn = factory(**spec.space.py_env(config))
+                except Exception as exc:  # noqa: BLE001 - the cell's own error, on its line
+                    raise cell_failure(exc, path) from None
+                bound = PallasVariant(spec, lowering, fn, path).bind(host_args)
+            if not calls:
+                raise CannotRun("[ktune] no cycle breakdown: the cell's callable made no "
+                                "plgpu.kernel (or Mosaic GPU pl.pallas_call) call while traced, "
+                                "so nothing was profiled")
+            bound.launch_and_wait()
+            jax.effects_barrier()
+            clk = read_clocks()
+            files = list(folder.glob("*-trace.json"))
+            first = calls[0]
+            bd = parse_mosaic_trace(newest_trace(folder), float(clk.sm_mhz) if clk else None,
+                                    spec.name, warpgroups_per_block=first.units_per_block,
+                                    clock_source="NVML SM clock read after the traced call",
+                                    unit_kind=first.unit_kind)
+            notes = ["one call, the first of a fresh profiled compilation (cold L2; the plain "
+                     "variant ran 3 times before it, to ramp the clock)"]
+            if len(calls) > 1 or len(files) > 1:
+                notes.append(f"the callable made {len(calls)} profiled kernel call(s) and "
+                             f"{len(files)} trace(s) were written; this is the newest")
+            return dataclasses.replace(bd, notes=bd.notes + tuple(notes))
+        finally:
+            sys.modules.pop(key, None)
+            if cached is not None:
+                sys.modules[key] = cached

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from jupyter_ktune.measure.breakdown import Breakdown, Event
+from jupyter_ktune.measure.profile_folder import profile_folder
 
 MODE = dict(sampling_strategy="selective", sampling_options="0",
             optimizations="clock32,time_shift", buffer_type="shared")
@@ -97,20 +97,20 @@ def profile_triton(bound: Any, kernel: str, grid_ctas: int, max_ctas: int = 4096
         raise ValueError(f"[ktune] the grid has {grid_ctas} CTAs; Proton 3.6 traces every CTA, "
                          f"which for more than {max_ctas} makes a trace of hundreds of MB. "
                          "Profile a smaller problem (fewer CTAs), or use the ncu line view.")
-    folder = Path(tempfile.mkdtemp(prefix="ktune-proton-"))
-    name = str(folder / "trace")
-    pl.enable_semantic("triton")
-    mode = proton.mode.Default(**MODE, buffer_size=buffer_size)
-    try:
-        proton.start(name, data="trace", backend="instrumentation", mode=mode)
-        bound.launch()
-        bound.read_outputs()
-    finally:
-        proton.finalize()
-        pl.disable_semantic("triton")
-    clk = read_clocks()
-    files = sorted(folder.glob("*.chrome_trace"))
-    if not files:
-        raise RuntimeError("[ktune] Proton wrote no trace: does the kernel use pl.scope?")
-    return parse_proton_trace(files[0], float(clk.sm_mhz) if clk else None, kernel,
-                              clock_source="NVML SM clock read after the traced launch")
+    with profile_folder("proton") as folder:
+        name = str(folder / "trace")
+        pl.enable_semantic("triton")
+        mode = proton.mode.Default(**MODE, buffer_size=buffer_size)
+        try:
+            proton.start(name, data="trace", backend="instrumentation", mode=mode)
+            bound.launch()
+            bound.read_outputs()
+        finally:
+            proton.finalize()
+            pl.disable_semantic("triton")
+        clk = read_clocks()
+        files = sorted(folder.glob("*.chrome_trace"))
+        if not files:
+            raise RuntimeError("[ktune] Proton wrote no trace: does the kernel use pl.scope?")
+        return parse_proton_trace(files[0], float(clk.sm_mhz) if clk else None, kernel,
+                                  clock_source="NVML SM clock read after the traced launch")
