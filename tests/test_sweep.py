@@ -222,7 +222,7 @@ def test_cli_tune_prints_the_report_and_the_export(tmp_path, capsys, cli_kernel)
 
 
 def test_the_pool_summary_adds_phases_and_finds_the_first_and_longest():
-    from jupyter_ktune.tune.runners import pool_summary
+    from jupyter_ktune.tune.pool import pool_summary
 
     got = pool_summary([(2.0, {"compile": 1.0, "total": 1.5}), (0.5, {"compile": 3.0,
                                                                        "total": 4.0}),

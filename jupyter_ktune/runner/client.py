@@ -90,9 +90,7 @@ class DeviceWorker:
         self._refused: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # see abandon
         self.last_start_s: float | None = None
         self.start_times_s: list[float] = []  # every start, first one included (issue 9)
-        #: how long a request waited for each start (0 when the worker was started early
-        #: enough, e.g. at ``%load_ext``): a first result's "worker start" phase (issue 33)
-        self.ready_waits_s: list[float] = []
+        self.ready_waits_s: list[float] = []  # a request's wait for each start (issue 33)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

@@ -14,7 +14,10 @@ import contextlib
 import os
 import signal
 import threading
+from concurrent.futures import Future
 from typing import Any
+
+import cloudpickle
 
 #: Modules a pool process imports before its first compile, per backend (seconds each). Only
 #: the compiler: torch is the cell's business (imported with its module where the cell asks),
@@ -131,3 +134,28 @@ def close_pools() -> None:
         for pool in _pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
         _pools.clear()
+
+
+def unpack_precompiled(future: Future) -> tuple[Any, dict[str, float]]:
+    """``(static report, failure or None; seconds per phase in the pool process)`` of a done
+    :func:`precompile` future."""
+    if future.exception() is not None:
+        return None, {}
+    return cloudpickle.loads(future.result())
+
+
+def pool_summary(compiled: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+    """The compile pool's share of a sweep, from ``(seconds into the sweep it came back, its
+    phases in the pool process)`` per compile: how many, their summed and longest time, when
+    the first came back, and the summed seconds per phase (issue 21)."""
+    compiled = [(at, p) for at, p in compiled if "total" in p]
+    if not compiled:
+        return {}
+    phases: dict[str, float] = {}
+    for _, p in compiled:
+        for k, v in p.items():
+            phases[k] = phases.get(k, 0.0) + v
+    return {"n": len(compiled), "sum_s": round(phases["total"], 3),
+            "max_s": round(max(p["total"] for _, p in compiled), 3),
+            "first_back_s": round(min(at for at, _ in compiled), 3),
+            "phases_s": {k: round(v, 3) for k, v in phases.items() if k != "total"}}

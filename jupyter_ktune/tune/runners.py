@@ -151,31 +151,6 @@ def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> list[Future]
     return [pool.submit(preload, blob) for _ in range(2 * pool._max_workers)]  # noqa: SLF001
 
 
-def unpack_precompiled(future: Future) -> tuple[Any, dict[str, float]]:
-    """``(static report, failure or None; seconds per phase in the pool process)`` of a done
-    :func:`precompile` future."""
-    if future.exception() is not None:
-        return None, {}
-    return cloudpickle.loads(future.result())
-
-
-def pool_summary(compiled: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
-    """The compile pool's share of a sweep, from ``(seconds into the sweep it came back, its
-    phases in the pool process)`` per compile: how many, their summed and longest time, when
-    the first came back, and the summed seconds per phase (issue 21)."""
-    compiled = [(at, p) for at, p in compiled if "total" in p]
-    if not compiled:
-        return {}
-    phases: dict[str, float] = {}
-    for _, p in compiled:
-        for k, v in p.items():
-            phases[k] = phases.get(k, 0.0) + v
-    return {"n": len(compiled), "sum_s": round(phases["total"], 3),
-            "max_s": round(max(p["total"] for _, p in compiled), 3),
-            "first_back_s": round(min(at for at, _ in compiled), 3),
-            "phases_s": {k: round(v, 3) for k, v in phases.items() if k != "total"}}
-
-
 def seed_static(source_hash: str, arch: str, config: Config, static: Any,
                 race_ms: float | None = None, quick: bool = False) -> bool:
     """Worker-side, before a sweep's run: take a precompiled static report so the run does not

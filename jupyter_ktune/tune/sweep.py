@@ -31,7 +31,7 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tune import main_guard, search, warm
 from jupyter_ktune.tune.compile_order import compile_first
-from jupyter_ktune.tune.pool import shared_pool
+from jupyter_ktune.tune.pool import pool_summary, shared_pool, unpack_precompiled
 from jupyter_ktune.tune.pool_warm import hints_for, read_hints
 from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
@@ -41,11 +41,9 @@ from jupyter_ktune.tune.runners import (
     compile_pool_size,
     LocalRunner,
     launcher_ahead,
-    pool_summary,
     precompile,
     prepare_ahead,
     preload_pool,
-    unpack_precompiled,
 )
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
@@ -95,12 +93,6 @@ class TuneOptions:
     race: bool = True
     warm_start: int = 8
     shape: tuple[tuple[str, Any], ...] = ()
-
-
-def _open_store(store: Store | str | Path | None) -> tuple[Store, bool]:
-    if isinstance(store, Store):
-        return store, False
-    return Store(store), True
 
 
 class Sweep:
@@ -155,7 +147,8 @@ class Sweep:
         where = main_guard.in_spawned_import()
         if where is not None:
             raise KtuneError(main_guard.IN_POOL.format(where=where))
-        store, own_store = _open_store(self.store_arg)
+        given = isinstance(self.store_arg, Store)
+        store, own_store = (self.store_arg if given else Store(self.store_arg)), not given
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
             get_backend(self.spec.backend).check(self.spec)
@@ -271,8 +264,7 @@ class Sweep:
                         ahead = self._ahead = pool.submit(launcher_ahead,
                                                           cloudpickle.dumps((spec, c)))
                         ahead_config = c
-                    if hints is None:  # one process reads them for all the compiles
-                        hints = read_hints(self._hints)
+                    hints = hints or read_hints(self._hints)  # read by one pool process
                     compiling[pool.submit(precompile, cloudpickle.dumps(
                         (spec, c, ahead is not None, hints)))] = c
                     self.timeline.mark("compile sent", c)
