@@ -18,6 +18,7 @@ when its tab is shown, so a figure built while hidden is laid out at its real si
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from jupyter_ktune.ui.live_bokeh import LiveBokehModel
 
 #: width of every figure in a tab (px): a tab of figures and the controls fit side by side at
 #: 1280 px with JupyterLab's file browser open
-FIG_W = 420
+FIG_W = 400
 #: the timing tab's two figures are this tall each (px)
 TIMING_H = 190
 #: a tab's content never grows the panel past this (px); longer content scrolls inside it
@@ -55,11 +56,12 @@ def section(title: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]
     return register
 
 
-def _figures(figs: list[Any], height: int | None = None) -> LiveBokehModel:
+def _figures(p: Any, figs: list[Any], height: int | None = None) -> LiveBokehModel:
     for f in figs:
         f.width = FIG_W
         if height is not None:
             f.height = height
+        f.tags = [p.tabs_tag]  # one panel's documents (one per tab) can be told apart by it
     return LiveBokehModel(column(*figs) if len(figs) > 1 else figs[0])
 
 
@@ -71,7 +73,7 @@ def _box(children: list[Any], scroll: bool = False) -> w.VBox:
 @section("Timing")
 def timing(p: Any) -> tuple[w.Widget, LiveBokehModel]:
     """The current variant's run times and every result's median, or why there are none."""
-    plots = _figures(list(p.timing.figures), TIMING_H)
+    plots = _figures(p, list(p.timing.figures), TIMING_H)
     p.timing_plots = plots
     return _box([p.no_plots, plots]), plots
 
@@ -79,14 +81,14 @@ def timing(p: Any) -> tuple[w.Widget, LiveBokehModel]:
 @section("Heatmap")
 def heatmap(p: Any) -> tuple[w.Widget, LiveBokehModel]:
     """Best median per cell over two chosen tunables; a tap runs the config drawn."""
-    plots = _figures([p.heatmap.fig])
+    plots = _figures(p, [p.heatmap.fig])
     return _box([w.HBox([p.axis_x, p.axis_y]), p.no_results, plots]), plots
 
 
 @section("Roofline")
 def roofline(p: Any) -> tuple[w.Widget, LiveBokehModel]:
     """The current variant against the device's measured ceilings."""
-    plots = _figures([p.roofline.fig])
+    plots = _figures(p, [p.roofline.fig])
     return _box([p.no_results, plots]), plots
 
 
@@ -95,7 +97,7 @@ def swizzle(p: Any) -> tuple[w.Widget, LiveBokehModel] | None:
     """The shared-memory bank map, for kernels with a swizzle tunable."""
     if not p._swizzle_param:  # the panel names its swizzle tunable, if it has one
         return None
-    plots = _figures([p.swizzle.fig])
+    plots = _figures(p, [p.swizzle.fig])
     return _box([p.swizzle_mode, plots]), plots
 
 
@@ -117,6 +119,8 @@ class Tabs:
     """The registered sections built for one panel, as an ipywidgets ``Tab``."""
 
     def __init__(self, panel: Any):
+        #: tag of every figure of this panel (``ktune-panel-<hex>``)
+        panel.tabs_tag = f"ktune-panel-{uuid.uuid4().hex[:12]}"
         titles, children = [], []
         self.plots: dict[str, LiveBokehModel] = {}
         for s in SECTIONS:
@@ -129,7 +133,9 @@ class Tabs:
             if plots is not None:
                 self.plots[s.title] = plots
         self.titles = titles
-        self.tab = w.Tab(children=children, titles=titles, selected_index=0)
+        # as wide as its figures, so the tab bar never squeezes a title
+        self.tab = w.Tab(children=children, titles=titles, selected_index=0,
+                         layout=w.Layout(width=f"{FIG_W + 32}px", min_width=f"{FIG_W + 32}px"))
         self.tab.add_class("ktune-tabs")
         self.tab.observe(self._shown, names="selected_index")
 

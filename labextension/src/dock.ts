@@ -108,12 +108,14 @@ export class Docking {
     this._home.addWidget(this._placeholder);
     this._say('Docked beside the notebook. ', true);
     if (area === 'split') {
-      this._app.shell.add(dock, 'main', { mode: 'split-right', ref: this._notebookId });
+      // the notebook stays the current document (Ctrl+S, the run commands act on it)
+      const options = { mode: 'split-right', ref: this._notebookId, activate: false };
+      this._app.shell.add(dock, 'main', options as any);
     } else {
       this._app.shell.add(dock, 'right', { rank: 0 });
       (this._app.shell as any).expandRight?.();
+      this._app.shell.activateById(dock.id);
     }
-    this._app.shell.activateById(dock.id);
   }
 
   private _undock(): void {

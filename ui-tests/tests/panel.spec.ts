@@ -24,13 +24,15 @@ interface IFigure {
   inRange: boolean;
 }
 
-/** Per Bokeh document in the page (one per live panel): each figure's title, rows, visibility. */
+/** Per live panel in the page (its figures are in one Bokeh document per tab, each tagged
+ * `ktune-panel-<id>`), in the order they were made: each figure's title, rows, visibility. */
 async function bokehDocs(page: Page): Promise<IFigure[][]> {
   return page.evaluate(() => {
     const B = (window as any).Bokeh;
     if (!B) {
       return [];
     }
+    const panels = new Map<string, IFigure[]>();
     const docs = (B.documents as any[]).map(doc => {
       const figs: IFigure[] = [];
       for (const m of doc._all_models.values()) {
@@ -58,11 +60,13 @@ async function bokehDocs(page: Page): Promise<IFigure[][]> {
             }
           }
           figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false, inRange });
+          const tag = ((m.tags ?? []) as string[]).find(t => t.startsWith('ktune-panel-')) ?? '?';
+          panels.set(tag, [...(panels.get(tag) ?? []), figs[figs.length - 1]]);
         }
       }
       return figs;
     });
-    return docs.filter(d => d.length > 0);
+    return docs.length ? [...panels.values()] : [];
   });
 }
 
