@@ -10,8 +10,8 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
-const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
-const NOTEBOOKS = path.resolve(__dirname, 'notebooks');
+import { consoleErrors, openFixture, runInNotebook7, settled, SHOTS } from './helpers';
+
 const ROOT = path.resolve(__dirname, '..', '..');
 /** The first screen of a panel at 1280x800 fits in this many px (issue 35). */
 const FIRST_SCREEN_PX = 600;
@@ -19,16 +19,12 @@ const FIRST_SCREEN_PX = 600;
 test.use({ autoGoto: true, viewport: { width: 1280, height: 800 } });
 test.setTimeout(300 * 1000);
 
-/** Wait until no panel badge says "running". */
-async function settled(page: Page): Promise<void> {
-  await expect(page.locator('.ktune-badge').first()).toBeVisible({ timeout: 120000 });
-  await expect(page.locator('.ktune-badge', { hasText: /^\s*running\s/ })).toHaveCount(0, { timeout: 120000 });
-}
-
-async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string) {
-  await page.contents.uploadFile(path.join(NOTEBOOKS, file), `${tmpPath}/${file}`);
-  await page.notebook.openByPath(`${tmpPath}/${file}`);
-  await page.notebook.activate(file);
+/** Open a fixture in JupyterLab and run its setup and %%kernel cells. */
+async function runFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string): Promise<void> {
+  await openFixture(page, tmpPath, file);
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  await settled(page);
 }
 
 /** With KTUNE_TEST_SOURCE=1 the kernel must import this checkout's package, not another copy. */
@@ -40,17 +36,6 @@ async function expectThisCheckout(page: IJupyterLabPageFixture, cell: number): P
   if (process.env.KTUNE_TEST_SOURCE === '1') {
     expect(printed).toContain(path.join(ROOT, 'jupyter_ktune'));
   }
-}
-
-function consoleErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.on('console', msg => {
-    if (msg.type() === 'error') {
-      errors.push(msg.text());
-    }
-  });
-  page.on('pageerror', err => errors.push(String(err)));
-  return errors;
 }
 
 /** The figures of the panels in the page: title and rows of data, by title. */
@@ -95,10 +80,7 @@ test('compact at 1280x800: the first screen fits in 600 px; the selected tab sta
   page,
   tmpPath
 }) => {
-  await openFixture(page, tmpPath, 'panel_fixture.ipynb');
-  await page.notebook.runCell(0);
-  await page.notebook.runCell(1);
-  await settled(page);
+  await runFixture(page, tmpPath, 'panel_fixture.ipynb');
   await expectThisCheckout(page, 2);
   const panel = page.locator('.jp-ktune-panel').first();
   const box = (await panel.boundingBox())!;
@@ -129,10 +111,7 @@ test('dock: the same live figures beside the notebook, back after a reload witho
   page,
   tmpPath
 }) => {
-  await openFixture(page, tmpPath, 'panel_fixture.ipynb');
-  await page.notebook.runCell(0);
-  await page.notebook.runCell(1);
-  await settled(page);
+  await runFixture(page, tmpPath, 'panel_fixture.ipynb');
   const docs = await liveDocs(page);
   await page.locator('.jp-ktune-panel button', { hasText: /^\s*Dock\s*$/ }).click();
   const dock = page.locator('.jp-ktune-dock');
@@ -182,17 +161,7 @@ test('Notebook 7: compact at 1280x800, and Dock puts the panel in the right side
   tmpPath,
   baseURL
 }) => {
-  await page.contents.uploadFile(path.join(NOTEBOOKS, 'panel_fixture.ipynb'), `${tmpPath}/nb7.ipynb`);
-  const nb7 = await page.context().newPage();
-  await nb7.setViewportSize({ width: 1280, height: 800 });
-  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/nb7.ipynb`);
-  await nb7.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 60000 });
-  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
-  await nb7.waitForTimeout(3000); // kernel start
-  for (let i = 0; i < 2; i++) {
-    await nb7.keyboard.press('Shift+Enter');
-  }
-  await settled(nb7);
+  const nb7 = await runInNotebook7(page, tmpPath, baseURL, { width: 1280, height: 800 });
   const panel = nb7.locator('.jp-ktune-panel').first();
   const box = (await panel.boundingBox())!;
   console.log(`Notebook 7 panel at 1280x800: ${Math.round(box.width)} x ${Math.round(box.height)} px`);
@@ -219,10 +188,7 @@ test('a failed cell shows its reason where the plots were, and Autotune says why
   page,
   tmpPath
 }) => {
-  await openFixture(page, tmpPath, 'failed_variant.ipynb');
-  await page.notebook.runCell(0);
-  await page.notebook.runCell(1);
-  await settled(page);
+  await runFixture(page, tmpPath, 'failed_variant.ipynb');
   const panel = page.locator('.jp-ktune-panel').first();
   await expect(panel.locator('.ktune-failed')).toContainText('compile error');
   await expect(panel.locator('.ktune-failed')).toContainText('BLOCK must be over 1024 here');
