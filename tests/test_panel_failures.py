@@ -90,3 +90,16 @@ def test_showing_a_tab_re_sends_its_figures(panel, monkeypatch):  # noqa: F811
 def test_the_views_beyond_the_first_screen_are_tabs(panel, title):  # noqa: F811
     assert title in panel.tabs.titles
     assert panel.tabs.tab in panel.body.children  # beside the controls, not below them
+
+
+def test_a_panel_where_nothing_can_run_opens_on_its_report():
+    from jupyter_ktune.ui.replay import ReplaySession
+
+    spec = parse_cell(LINE, SRC, NS)
+    session = ReplaySession(spec, [], {"SMEM_PER_BLOCK": 1000})  # nothing measured
+    p = KernelPanel(session, spec.space.default({"SMEM_PER_BLOCK": 1000}), ceilings=None)
+    assert p.current.status is Status.CANNOT_RUN
+    assert p.tabs.titles[p.tabs.tab.selected_index] == "Report"
+    p.tabs.select("Heatmap")  # the user's choice is kept from then on
+    p.controls.widgets["BLOCK"].value = 2
+    assert p.tabs.titles[p.tabs.tab.selected_index] == "Heatmap"

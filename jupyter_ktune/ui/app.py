@@ -262,6 +262,8 @@ class KernelPanel:
                 "kernel, run the notebook on a machine with the backend's GPU; to skip the run, "
                 "add <code>--static-only</code>.</div>")
             self.autotune.enable(False, "Autotune needs a device that can run the kernel.")
+            if len(hist) == 1:  # the static report is what there is: show it first
+                self.tabs.select("Report")
             return
         self.cannot_run.value = ""
         self.cannot_run.layout.display = "none"
