@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jupyter_ktune.errors import KtuneError
+from jupyter_ktune.measure.sass import SASS_SKIPPED, with_sass
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
@@ -81,6 +83,7 @@ class TuningSession:
         self.current: Config | None = None
         self._subscribers: list[Callable[[Delivery], None]] = []
         self._state = _State()
+        self._sass: dict[Config, Any] = {}  # config -> its static report with the SASS mix
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="ktune-session", daemon=True)
         self._thread.start()
@@ -161,7 +164,7 @@ class TuningSession:
             precompiled = config in self._state.compiled
             # the worker checks the require lines (a config they forbid comes back "not
             # allowed", never run): once per request, where the inputs' values are (issue 34)
-            result = self.worker.run(self.spec, config)
+            result = self._with_sass(config, self.worker.run(self.spec, config))
             cold, self.cold_phases_ms = self.cold_phases_ms, {}
             if cold:
                 result = replace(result, phases_ms={**cold, **result.phases_ms})
@@ -177,6 +180,20 @@ class TuningSession:
                 except Exception as exc:  # noqa: BLE001 - a broken view must not stop serving
                     self.history.append(replace(d, result=replace(
                         result, reason=f"{result.reason} [panel error: {exc}]")))
+
+    def _with_sass(self, config: Config, result: RunResult) -> RunResult:
+        """The result with the SASS mix its sweep-built static report skipped (``with_sass``,
+        in the worker, once per config): the config now runs alone, so its report is whole."""
+        static = result.static
+        if static is None or getattr(static, "sass_error", "") != SASS_SKIPPED:
+            return result
+        filled = self._sass.get(config)
+        if filled is None:
+            try:
+                filled = self._sass[config] = self.worker.call(with_sass, static, timeout=180)
+            except KtuneError:
+                return result  # the report keeps its note; the run itself is fine
+        return replace(result, static=filled)
 
     def _prefetch_one(self) -> bool:
         """Compile one not-yet-compiled allowed neighbour of the current config (lock held)."""

@@ -110,10 +110,8 @@ def test_no_swizzle_tunable_no_swizzle_map(worker):
     session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
     p = KernelPanel(session, spec.space.default({"SMEM_PER_BLOCK": 1000}), ceilings=None)
     p.result  # noqa: B018
-    titles = [f.title.text for row in p.plots._model.children for f in
-              ([row[0]] if hasattr(row, "__getitem__") else [row])]
-    assert p.swizzle.fig.title.text not in titles and p.swizzle_view is None
-    assert all(c in (p.left, p.figures_box) for c in p.body.children)
+    assert p.tabs.titles == ["Timing", "Heatmap", "Roofline", "Report", "Breakdown"]
+    assert "Swizzle" not in p.tabs.plots
     session.close()
 
 
@@ -172,9 +170,15 @@ def test_the_server_extension_serves_the_installed_bokehjs():
     assert STATIC_PATH == "ktune/static/bokeh"  # labextension/src/bokeh.ts loads this route
 
 
-def test_dock_shows_the_same_panel_in_a_sidecar(panel):  # noqa: F811
-    with capture_output():
-        sc = panel.dock()
-    assert panel.dock() is sc  # once per panel
-    shown = sc.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
-    assert shown == panel.root.model_id and sc.title == "ktune: scale"
+def test_dock_is_the_panel_roots_synced_flag_and_the_button_follows_it(panel):  # noqa: F811
+    assert panel.root.get_state()["docked"] is False  # synced: the labextension reads it
+    assert panel.root.get_state()["dock_title"] == "ktune: scale"
+    assert panel.dock_button.description == "Dock"
+    panel.dock()
+    assert panel.root.docked and panel.dock_button.description == "Undock"
+    panel.root.set_state({"docked": False})  # the frontend, when the user closes the dock
+    assert panel.dock_button.description == "Dock"
+    panel.dock_button.click()
+    assert panel.root.docked
+    panel.dock(False)
+    assert not panel.root.docked

@@ -15,6 +15,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import tempfile
@@ -22,11 +23,18 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jupyter_ktune.errors import PREFIX
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
-__all__ = ["WGMMA_OPCODES", "SassMix", "category", "disassemble", "parse_sass", "sass_mix"]
+__all__ = ["SASS_SKIPPED", "WGMMA_OPCODES", "SassMix", "category", "disassemble", "parse_sass",
+           "sass_mix", "with_sass"]
+
+#: A static report's ``sass_error`` when a sweep's compile pool skipped the disassembly
+#: (:data:`jupyter_ktune.measure.static.SWEEP_STATIC_ENV`); :func:`with_sass` fills it in later.
+SASS_SKIPPED = ("SASS not disassembled during the sweep (the cubin is kept): run the config "
+                "alone for its SASS mix")
 
 _CATEGORY_OPCODES: dict[str, tuple[str, ...]] = {
     "tensor_mma": ("HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA", "HGMMA", "QGMMA", "IGMMA",
@@ -213,3 +221,22 @@ def disassemble(path: Path) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"{PREFIX} {' '.join(cmd)} failed: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def with_sass(report: Any) -> Any:
+    """Return a static report with the SASS mix a sweep's compile pool skipped, from its cubin.
+
+    A config the sweep built and the user then moves onto runs from the sweep's report, whose
+    mix said "not disassembled during the sweep" for good (issue 35); the session calls this
+    when a config runs alone. A report with its mix (or without it for another reason) comes
+    back as it is; a failed disassembly replaces the note with its own reason.
+    """
+    if getattr(report, "sass_error", "") != SASS_SKIPPED or not getattr(report, "cubin", b""):
+        return report
+    try:
+        mixes, error = sass_mix(report.cubin), ""
+    except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
+        mixes, error = {}, str(exc)
+    kernels = {key: dataclasses.replace(k, sass=mixes.get(k.name))
+               for key, k in report.kernels.items()}
+    return dataclasses.replace(report, kernels=kernels, sass_error=error)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from jupyter_ktune.errors import PREFIX, KtuneError
 from jupyter_ktune.measure.occupancy import Occupancy, occupancy
+from jupyter_ktune.measure.sass import SASS_SKIPPED as SASS_SKIPPED
 from jupyter_ktune.measure.sass import SassMix as SassMix
 from jupyter_ktune.measure.sass import disassemble
 from jupyter_ktune.measure.sass import parse_sass as parse_sass
@@ -370,10 +371,9 @@ def _nvcc_args(arch: str, defines: Mapping[str, str | int], include_dirs: Iterab
 #: Set in a sweep's compile-pool processes (``tune.runners.precompile``): their static reports
 #: skip the SASS disassembly (0.52-0.67 s a config on the H200 in a busy pool,
 #: bench/results/corpus_vs_autotune/2026-12-01-1037), which no sweep reads: limits need
-#: registers and shared memory only, and a config run alone gets its full report.
+#: registers and shared memory only, and a config run alone gets its full report (its SASS is
+#: filled in from the kept cubin then: ``sass.with_sass``, called by the session).
 SWEEP_STATIC_ENV = "KTUNE_SWEEP_STATIC"
-SASS_SKIPPED = ("SASS not disassembled during the sweep (the cubin is kept): run the config "
-                "alone for its SASS mix")
 
 
 def in_sweep_pool() -> bool:

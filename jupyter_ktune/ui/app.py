@@ -1,11 +1,14 @@
 """The live panel: controls, badge, Bokeh figures and the static report, wired to a session.
 
 Layout: the numbers that matter first (badge: status, median with spread, the config shown, the
-error if any; a banner when a move was refused), then controls on the left and the figures on
-the right, the full result card below. Every delivery from the session updates the history and
-the heatmap; only the newest request's result replaces what is shown as current, so a stale
-result never overwrites it. When nothing can run here (no GPU), the figures and Autotune give
-way to the static report and a line saying what can be done.
+error if any; a banner when a move was refused), then controls on the left and the views in tabs
+on the right (:mod:`jupyter_ktune.ui.sections`: timing first; heatmap, roofline, swizzle map,
+the result card with the static report, the cycle breakdown), so the panel stays compact. Every
+delivery from the session updates the history and the heatmap; only the newest request's result
+replaces what is shown as current, so a stale result never overwrites it. A variant without
+timing (compile error, timeout) shows its reason where the timing plots were; actions that
+cannot work (Autotune before anything compiled, a breakdown in a replay) are disabled and say
+why. When nothing can run here (no GPU), a line says what can be done instead.
 
 The panel's MIME bundle carries the widget view, the panel MIME type (its model id) and a static
 snapshot of the current result as ``text/html`` (card and small SVG figures, no JavaScript).
@@ -24,7 +27,6 @@ from html import escape
 from typing import Any
 
 import ipywidgets as w
-from bokeh.layouts import gridplot
 
 from jupyter_ktune.render import fmt_time, noise_note, run_result_html, run_result_text
 from jupyter_ktune.results import RunResult, Status
@@ -36,16 +38,33 @@ from jupyter_ktune.tune.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.controls import Controls
-from jupyter_ktune.ui.live_bokeh import LiveBokehModel
+from jupyter_ktune.ui.dock import PanelRoot, dock_button
 from jupyter_ktune.ui.panels import HeatmapPanel, TimingPanel
 from jupyter_ktune.ui.refusal import refusal_reasons
 from jupyter_ktune.ui.roofline import RooflinePanel
+from jupyter_ktune.ui.sections import Tabs
 from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
 from jupyter_ktune.ui.swizzle_map import SwizzlePanel
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: the snapshot widget is refreshed at most this often (seconds) during a drag
 SNAPSHOT_EVERY_S = 0.5
+#: statuses of a variant that never built (a timeout or runtime error had compiled)
+NEVER_COMPILED = (Status.COMPILE_ERROR, Status.CANNOT_RUN, Status.NOT_ALLOWED)
+
+
+def no_plots_html(r: RunResult) -> str:
+    """What stands where the timing plots were when the current variant has no timing."""
+    if r.status is Status.CANNOT_RUN:
+        return ("<div style='color:#57606a'>Nothing timed for "
+                f"<code>{escape(Config(r.config).label())}</code>: {escape(r.status.value)}."
+                "</div>")
+    reason = (r.reason or "").strip() or "no reason was given"
+    return (f"<div class='ktune-failed' style='border-left:3px solid #cf222e;padding:2px 8px'>"
+            f"<b>{escape(r.status.value)}</b> for <code>{escape(Config(r.config).label())}"
+            "</code>: nothing to plot.<pre style='white-space:pre-wrap;overflow-wrap:anywhere;"
+            f"max-height:330px;overflow:auto;margin:4px 0 0;font-size:12px'>{escape(reason)}"
+            "</pre></div>")
 
 
 def _badge(r: RunResult) -> str:
@@ -141,40 +160,35 @@ class KernelPanel:
         self.swizzle = SwizzlePanel(spec.smem_tile)
         self.has_swizzle_map = spec.smem_tile is not None or any(
             n in names for n in SWIZZLE_NAMES)
-        figures = [*self.timing.figures, self.heatmap.fig, self.roofline.fig]
-        self.plots = LiveBokehModel(gridplot([figures[i:i + 2] for i in range(0, len(figures), 2)],
-                                             toolbar_location=None))
-        self.swizzle_view = LiveBokehModel(self.swizzle.fig) if self.has_swizzle_map else None
         if self.has_swizzle_map:
             for widget in self.controls.widgets.values():
                 widget.observe(lambda _c: self.swizzle.show(self.controls.values), names="value")
             self.swizzle.show(self.controls.values)
         self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
-        self.dock_button = w.Button(description="Dock", icon="columns",
-                                    tooltip="Show this panel in a side panel beside the "
-                                            "notebook (JupyterLab)",
-                                    layout=w.Layout(width="120px"))
-        self.dock_button.on_click(lambda _b: self.dock())
         self.cannot_run = w.HTML(layout=w.Layout(display="none"))
-        left_items = [self.controls.box, w.HBox([self.axis_x, self.axis_y])]
-        left_items += [self.autotune.box, w.HBox([self.breakdown.button, self.dock_button])]
-        # fixed width: the sweep summary wraps instead of widening the column
-        self.left = w.VBox(left_items, layout=w.Layout(width="390px", min_width="390px"))
-        self.figures_box = w.VBox([self.plots])
-        # narrow outputs (1280 px with the file browser open): the figures wrap below the controls
-        # the swizzle map stays when nothing can run here (figures_box is hidden then)
-        self.body = w.HBox([self.left, self.figures_box,
-                            *([self.swizzle_view] if self.swizzle_view is not None else [])],
-                           layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+        # where the plots were, when the current variant failed (or nothing can run here)
+        self.no_plots = w.HTML(layout=w.Layout(display="none"))
+        self.no_plots.add_class("ktune-no-plots")
+        self.no_results = w.HTML("<small style='color:#57606a'>No timed result yet: the views "
+                                 "fill in when a config runs.</small>")
+        self.tabs = Tabs(self)
+        self.breakdown.button.on_click(lambda _b: self.tabs.select("Breakdown"))
         self.snapshot = w.HTML(layout=w.Layout(display="none"))
         self.snapshot.add_class("ktune-snapshot-src")  # copied into the saved output (panel.ts)
+        self.root = PanelRoot(dock_title=f"ktune: {session.spec.name}")
+        self.dock_button = dock_button(self.root)
+        self.left = w.VBox([self.controls.box, self.autotune.box,
+                            w.HBox([self.breakdown.button, self.dock_button])],
+                           layout=w.Layout(width="390px", min_width="390px"))
+        # narrow outputs: the tabs wrap below the controls rather than widen the output
+        self.body = w.HBox([self.left, self.tabs.tab],
+                           layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         header = w.VBox([self.badge, self.controls.status, self.cannot_run])
-        self.root = w.VBox([header, self.body, self.breakdown.box, self.card, self.snapshot])
+        self.root.children = [header, self.body, self.snapshot]
         self.root.add_class("ktune-panel")
         self._snap_timer: threading.Timer | None = None
         self._snap_due = 0.0
-        self._sidecar: Any = None
         session.subscribe(self._deliver)
         self._request(self.controls.values)
 
@@ -217,33 +231,50 @@ class KernelPanel:
                                    "device_ms": spent, "phases_ms": dict(r.phases_ms)})
 
     def _adapt(self) -> None:
-        """Figures and Autotune only where something can run; otherwise say what can be done."""
-        ran = any(h.status is not Status.CANNOT_RUN for h in self._history)
-        r = self.current
+        """Views and actions only where they can work; otherwise say why, where they were."""
+        hist, r = self._history, self.current
+        ran = any(h.status is not Status.CANNOT_RUN for h in hist)
+        timed = any(h.status is Status.OK and h.measurement is not None for h in hist)
+        compiled = any(h.status not in NEVER_COMPILED for h in hist)
+        replay = self.session.worker is None  # saved results: nothing runs here
         gpu = (r is not None and r.measurement is not None
                and "host time" not in r.measurement.timing.method)
-        self.breakdown.button.disabled = not gpu  # it traces warps on the GPU
-        self.breakdown.button.tooltip = ("trace the current variant's scopes; per-line stalls "
-                                         "from ncu where it works") if gpu else \
-            "The cycle breakdown traces warps on a GPU: not available for this result."
+        self.breakdown.button.disabled = replay or not gpu  # it traces warps on the GPU
+        self.breakdown.button.tooltip = (
+            "A replay of saved results: nothing runs here, so there is no cycle breakdown."
+            if replay else "trace the current variant's scopes; per-line stalls from ncu where "
+            "it works" if gpu else
+            "The cycle breakdown traces warps on a GPU: not available for this result.")
         self.controls.status.layout.display = None if self.controls.status.value else "none"
-        if ran:
-            self.figures_box.layout.display = None
-            self.cannot_run.value = ""
-            self.cannot_run.layout.display = "none"
-            self.autotune.enable(self.session.worker is not None,  # None: saved results (replay)
-                                 "A replay of saved results: nothing runs here.")
+        self.no_results.layout.display = "none" if timed else None
+        for title in ("Heatmap", "Roofline"):
+            self.tabs.plots[title].layout.display = None if timed else "none"
+        failed = r is not None and r.measurement is None
+        self.timing_plots.layout.display = "none" if failed else None
+        self.no_plots.layout.display = None if failed else "none"
+        self.no_plots.value = no_plots_html(r) if failed else ""
+        if not ran:
+            why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
+            self.cannot_run.layout.display = None
+            self.cannot_run.value = (
+                "<div class='ktune-cannot-run' style='border-left:3px solid #57606a;padding:2px "
+                "8px;color:#24292f'><b>Nothing can run here</b>: " + escape(why or "no device") +
+                "<br>The static report (tab Report) comes from the compiler alone. To time the "
+                "kernel, run the notebook on a machine with the backend's GPU; to skip the run, "
+                "add <code>--static-only</code>.</div>")
+            self.autotune.enable(False, "Autotune needs a device that can run the kernel.")
+            if len(hist) == 1:  # the static report is what there is: show it first
+                self.tabs.select("Report")
             return
-        why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
-        self.figures_box.layout.display = "none"
-        self.cannot_run.layout.display = None
-        self.cannot_run.value = (
-            "<div class='ktune-cannot-run' style='border-left:3px solid #57606a;padding:2px 8px;"
-            "color:#24292f'><b>Nothing can run here</b>: " + escape(why or "no device") +
-            "<br>The static report below comes from the compiler alone. To time the kernel, run "
-            "the notebook on a machine with the backend's GPU; to skip the run, add "
-            "<code>--static-only</code>.</div>")
-        self.autotune.enable(False, "Autotune needs a device that can run the kernel.")
+        self.cannot_run.value = ""
+        self.cannot_run.layout.display = "none"
+        if replay:
+            self.autotune.enable(False, "A replay of saved results: nothing runs here.")
+        elif not compiled:
+            self.autotune.enable(False, "No config of this cell has compiled yet: fix the error "
+                                        "shown above, or move a slider to a config that builds.")
+        else:
+            self.autotune.enable(True)
 
     def _snapshot_soon(self) -> None:
         """Refresh the hidden snapshot now, or within SNAPSHOT_EVERY_S during a drag."""
@@ -265,21 +296,16 @@ class KernelPanel:
         """Render the static snapshot of what the panel shows now (card and SVG figures)."""
         return snapshot_html(self.current, self._history, self.heatmap)
 
-    def dock(self, anchor: str = "split-right") -> Any:
-        """Show the panel in a JupyterLab side panel beside the notebook (``sidecar``).
+    def dock(self, docked: bool = True) -> None:
+        """Show the panel beside the notebook (``docked=False``: back under its cell).
 
-        The notebook keeps its own view; both are views of the same widgets, so moving a slider
-        in either moves both. Returns the Sidecar widget.
+        The labextension moves this panel's own view (not a copy) into a tab split to the right
+        of the notebook in JupyterLab, or into the right side panel in Notebook 7, and leaves a
+        line in the cell's output; closing the tab puts it back. The state is the widget's, so
+        a reload brings the panel back docked, and a closed dock stays closed
+        (:mod:`jupyter_ktune.ui.dock`). Needs the panel displayed in a live notebook.
         """
-        from sidecar import Sidecar
-
-        if self._sidecar is None:
-            self._sidecar = Sidecar(title=f"ktune: {self.session.spec.name}", anchor=anchor)
-            self._sidecar.append_display_data(self.root)
-            from IPython.display import display
-
-            display(self._sidecar)
-        return self._sidecar
+        self.root.docked = bool(docked)
 
     def show_result(self, result: RunResult, current: bool = False) -> None:
         """Add a result from elsewhere (an autotuning sweep) to the history and heatmap."""
@@ -318,9 +344,7 @@ class KernelPanel:
 
     # -- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        for view in (self.plots, self.swizzle_view):  # views made for this output start
-            if view is not None:                       # from the current data
-                view.displayed()
+        self.tabs.displayed()  # views made for this output start from the current data
         view = self.root._repr_mimebundle_(include=include, exclude=exclude) or {}
         snapshot = self.snapshot_html()
         self.snapshot.value = snapshot

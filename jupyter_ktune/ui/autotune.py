@@ -27,6 +27,10 @@ RETIMED_NOTE = ("The running 'best' is the fastest first measurement; the winner
                 "more after the sweep (with its full static report), so the three can differ.")
 
 
+#: the Autotune button's tooltip while it can run
+AUTOTUNE_TIP = "Sweep the space with the strategy and budget above; results stream into the views"
+
+
 def progress_text(p: Progress) -> str:
     """``12/64 · ETA 0:41 · best BLOCK=256: 12.3 µs (first timing)`` with a scaled unit."""
     s = int(p.eta_s or 0)
@@ -90,7 +94,8 @@ class AutotuneBar:
                                    description="strategy", layout=w.Layout(width="220px"))
         self.budget = w.BoundedIntText(value=min(n, 64), min=1, max=max(n, 1),
                                        description="budget", layout=w.Layout(width="160px"))
-        self.start_button = w.Button(description="Autotune", button_style="primary", icon="play")
+        self.start_button = w.Button(description="Autotune", button_style="primary", icon="play",
+                                     tooltip=AUTOTUNE_TIP)
         self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
         self.bar = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="360px"))
         self.label = w.HTML(f"<small>{count.text()}</small>",
@@ -165,6 +170,7 @@ class AutotuneBar:
         """Allow sweeps, or disable the button and say why (nothing can run here)."""
         running = self.thread is not None and self.thread.is_alive()
         self.start_button.disabled = running or not can_run
+        self.start_button.tooltip = why if not can_run else AUTOTUNE_TIP
         if not can_run:
             self.label.value = f"<small class='ktune-autotune-off'>{html.escape(why)}</small>"
         elif "ktune-autotune-off" in self.label.value:

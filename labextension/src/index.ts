@@ -47,8 +47,8 @@ const panel: JupyterFrontEndPlugin<void> = {
     // no dynamic import here: the factory must be on a notebook's rendermime before its
     // outputs render, or they go to the widget view (with "model not found" and no kernel)
     const baseUrl = app.serviceManager.serverSettings.baseUrl;
-    tracker.forEach(nb => registerPanelRenderer(nb, baseUrl));
-    tracker.widgetAdded.connect((_t, nb) => registerPanelRenderer(nb, baseUrl));
+    tracker.forEach(nb => registerPanelRenderer(app, nb, baseUrl));
+    tracker.widgetAdded.connect((_t, nb) => registerPanelRenderer(app, nb, baseUrl));
   }
 };
 

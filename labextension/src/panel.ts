@@ -22,7 +22,9 @@ import type { NotebookPanel } from '@jupyterlab/notebook';
 import { MimeModel, type IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Panel, type Widget } from '@lumino/widgets';
+import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { ensureBokeh } from './bokeh';
+import { Docking, type IRootModel } from './dock';
 
 export const PANEL_MIME = 'application/vnd.jupyter-ktune.panel+json';
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
@@ -39,6 +41,7 @@ interface IPanelData {
 /** The part of ipywidgets' lab widget manager this renderer reads. */
 interface IManagerLike {
   has_model(id: string): boolean;
+  get_model(id: string): Promise<unknown> | undefined;
   restoredStatus?: boolean;
   restored?: { connect(fn: () => void): void; disconnect(fn: () => void): void };
 }
@@ -86,6 +89,7 @@ async function hasModel(manager: IManagerLike, id: string): Promise<boolean> {
 
 export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
   constructor(
+    private readonly _app: JupyterFrontEnd,
     private readonly _notebook: NotebookPanel,
     private readonly _rendermime: IRenderMimeRegistry,
     private readonly _baseUrl: string
@@ -158,6 +162,10 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
     this._live = true;
     this.addWidget(view);
     this._watchSnapshot(view);
+    const root = (await manager.get_model(modelId)) as IRootModel | undefined;
+    if (root && !this.isDisposed && this._live && modelId === this._modelId) {
+      this._docking = new Docking(this._app, this._notebook.id, this, view, root);
+    }
   }
 
   /** Copy the hidden snapshot widget into the output's text/html whenever it changes. */
@@ -179,6 +187,8 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
   }
 
   private _clear(): void {
+    this._docking?.dispose();
+    this._docking = null;
     this._observer?.disconnect();
     this._observer = null;
     this._live = false;
@@ -188,6 +198,8 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
   }
 
   dispose(): void {
+    this._docking?.dispose();
+    this._docking = null;
     this._observer?.disconnect();
     super.dispose();
   }
@@ -196,17 +208,22 @@ export class PanelRenderer extends Panel implements IRenderMime.IRenderer {
   private _modelId: string | null = null;
   private _live = false;
   private _observer: MutationObserver | null = null;
+  private _docking: Docking | null = null;
 }
 
 /** Register the renderer on one notebook's rendermime (the one its widget manager uses). */
-export function registerPanelRenderer(notebook: NotebookPanel, baseUrl: string): void {
+export function registerPanelRenderer(
+  app: JupyterFrontEnd,
+  notebook: NotebookPanel,
+  baseUrl: string
+): void {
   const rendermime = notebook.content.rendermime;
   rendermime.addFactory(
     {
       safe: true,
       mimeTypes: [PANEL_MIME],
       defaultRank: PANEL_RANK,
-      createRenderer: () => new PanelRenderer(notebook, rendermime, baseUrl)
+      createRenderer: () => new PanelRenderer(app, notebook, rendermime, baseUrl)
     },
     PANEL_RANK
   );

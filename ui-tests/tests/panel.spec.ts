@@ -10,8 +10,8 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
 
-const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
-const NOTEBOOKS = path.resolve(__dirname, 'notebooks');
+import { consoleErrors, openFixture, runInNotebook7, settled, SHOTS } from './helpers';
+
 const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.ipynb');
 
 test.use({ autoGoto: true, viewport: { width: 1600, height: 1000 } });
@@ -24,13 +24,15 @@ interface IFigure {
   inRange: boolean;
 }
 
-/** Per Bokeh document in the page (one per live panel): each figure's title, rows, visibility. */
+/** Per live panel in the page (its figures are in one Bokeh document per tab, each tagged
+ * `ktune-panel-<id>`), in the order they were made: each figure's title, rows, visibility. */
 async function bokehDocs(page: Page): Promise<IFigure[][]> {
   return page.evaluate(() => {
     const B = (window as any).Bokeh;
     if (!B) {
       return [];
     }
+    const panels = new Map<string, IFigure[]>();
     const docs = (B.documents as any[]).map(doc => {
       const figs: IFigure[] = [];
       for (const m of doc._all_models.values()) {
@@ -58,11 +60,13 @@ async function bokehDocs(page: Page): Promise<IFigure[][]> {
             }
           }
           figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false, inRange });
+          const tag = ((m.tags ?? []) as string[]).find(t => t.startsWith('ktune-panel-')) ?? '?';
+          panels.set(tag, [...(panels.get(tag) ?? []), figs[figs.length - 1]]);
         }
       }
       return figs;
     });
-    return docs.filter(d => d.length > 0);
+    return docs.length ? [...panels.values()] : [];
   });
 }
 
@@ -80,19 +84,6 @@ async function expectFiguresFilled(page: Page, panels: number): Promise<void> {
       { timeout: 60000 }
     )
     .toEqual({ panels, empty: [], offAxes: [] });
-}
-
-/** Wait until no panel badge says "running". */
-async function settled(page: Page): Promise<void> {
-  await expect(page.locator('.ktune-badge').first()).toBeVisible({ timeout: 120000 });
-  // a pending request's badge starts with "running"; a result's reason may contain the word
-  await expect(page.locator('.ktune-badge', { hasText: /^\s*running\s/ })).toHaveCount(0, { timeout: 120000 });
-}
-
-async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string, from = NOTEBOOKS) {
-  await page.contents.uploadFile(path.join(from, file), `${tmpPath}/${file}`);
-  await page.notebook.openByPath(`${tmpPath}/${file}`);
-  await page.notebook.activate(file);
 }
 
 /** The select of the panel dropdown labelled ``label`` (the heatmap's x and y axes). */
@@ -138,17 +129,6 @@ async function tapCellWithout(page: Page, absent: string): Promise<string | null
 
 async function shownConfig(page: Page, n = 0): Promise<string> {
   return (await page.locator('.ktune-badge code.ktune-shown').nth(n).textContent()) ?? '';
-}
-
-function consoleErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.on('console', msg => {
-    if (msg.type() === 'error') {
-      errors.push(msg.text());
-    }
-  });
-  page.on('pageerror', err => errors.push(String(err)));
-  return errors;
 }
 
 test('quickstart: figures hold data on first render, after a reload, and reopened with no kernel', async ({
@@ -307,17 +287,7 @@ test('arrow keys move a focused slider in JupyterLab, not the cell selection', a
 });
 
 test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, baseURL }) => {
-  await page.contents.uploadFile(path.join(NOTEBOOKS, 'panel_fixture.ipynb'), `${tmpPath}/nb7.ipynb`);
-  const nb7 = await page.context().newPage();
-  await nb7.setViewportSize({ width: 1600, height: 1000 });
-  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/nb7.ipynb`);
-  await nb7.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 60000 });
-  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
-  await nb7.waitForTimeout(3000); // kernel start
-  for (let i = 0; i < 2; i++) {
-    await nb7.keyboard.press('Shift+Enter');
-  }
-  await settled(nb7);
+  const nb7 = await runInNotebook7(page, tmpPath, baseURL, { width: 1600, height: 1000 });
   const slider = nb7.locator('.jp-ktune-panel .ktune-slider', { hasText: 'BLOCK' });
   await slider.locator('.noUi-handle').click();
   const activeCell = () => nb7.locator('.jp-Notebook .jp-Cell.jp-mod-active').getAttribute('data-windowed-list-index');

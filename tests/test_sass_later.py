@@ -1,0 +1,70 @@
+"""A swept config's SASS mix is filled in when the config runs alone (issue 35 item 4).
+
+A sweep's compile pool skips the disassembly (``SASS_SKIPPED``); the worker then runs the config
+from that report. Before, the mix stayed "not disassembled during the sweep" after the user moved
+onto the config; now the session reads it from the report's kept cubin once per config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jupyter_ktune.measure import sass
+from jupyter_ktune.measure.sass import SASS_SKIPPED, parse_sass, with_sass
+from jupyter_ktune.measure.static import KernelStatic, StaticReport
+from jupyter_ktune.session import TuningSession
+from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.toolchain import ToolNotFound
+from jupyter_ktune.tune.runners import seed_static
+
+from test_panel import LINE, NS, SRC
+
+HOPPER = "_Z6hopper4TMapPKfPfmm"
+DUMP = Path(__file__).parent / "fixtures" / "static" / "sass_hopper_cuobjdump.txt"
+
+
+def _swept_report(name: str = HOPPER) -> StaticReport:
+    kernel = KernelStatic(name=name, demangled=name, registers=40, smem_static=0,
+                          spill_stores=0, spill_loads=0, stack_frame=0, local_memory=0,
+                          barriers=1)
+    return StaticReport(arch="sm_90a", versions={}, kernels={name: kernel},
+                        sass_error=SASS_SKIPPED, cubin=b"the kept cubin")
+
+
+def test_with_sass_reads_the_kept_cubin(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sass, "sass_mix",
+                        lambda cubin: seen.append(cubin) or parse_sass(DUMP.read_text()))
+    full = with_sass(_swept_report())
+    assert seen == [b"the kept cubin"]
+    assert full.sass_error == "" and full.kernels[HOPPER].sass.uses_wgmma
+    assert with_sass(full) is full  # a whole report is left alone
+
+
+def test_with_sass_says_why_when_it_cannot_disassemble(monkeypatch):
+    def missing(_cubin):
+        raise ToolNotFound("[ktune] cuobjdump not found: pip install nvidia-cuda-cupti")
+    monkeypatch.setattr(sass, "sass_mix", missing)
+    report = with_sass(_swept_report())
+    assert report.sass_error.startswith("[ktune] cuobjdump not found")
+    assert report.kernels[HOPPER].sass is None
+
+
+def test_a_swept_config_run_alone_no_longer_says_not_disassembled(worker):
+    spec = parse_cell(LINE, SRC, NS)
+    limits = {"SMEM_PER_BLOCK": 1000}
+    config = spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+    # what a sweep leaves in the worker: its compile pool's report, SASS skipped
+    assert worker.call(seed_static, spec.source_hash, spec.options.arch, config,
+                       _swept_report(spec.name))
+    session = TuningSession(spec, worker, limits, prefetch=False)
+    try:
+        session.request(dict(config))
+        assert session.wait_idle(60)
+        static = session.history[-1].result.static
+        # filled here where a disassembler exists; elsewhere its own reason (no cuobjdump, or
+        # this fixture's cubin is not a real one) replaces the sweep's note
+        assert static is not None and static.sass_error != SASS_SKIPPED
+        assert session._sass[config] is static  # once per config
+    finally:
+        session.close()

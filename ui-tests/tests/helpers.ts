@@ -1,0 +1,57 @@
+/**
+ * What the panel's browser tests share: waiting for results, opening a fixture notebook (in
+ * JupyterLab, or running its first cells in Notebook 7), collecting console errors.
+ */
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import type { Page } from '@playwright/test';
+import * as path from 'path';
+
+export const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
+export const NOTEBOOKS = path.resolve(__dirname, 'notebooks');
+
+/** Wait until no panel badge says "running". */
+export async function settled(page: Page): Promise<void> {
+  await expect(page.locator('.ktune-badge').first()).toBeVisible({ timeout: 120000 });
+  // a pending request's badge starts with "running"; a result's reason may contain the word
+  await expect(page.locator('.ktune-badge', { hasText: /^\s*running\s/ })).toHaveCount(0, { timeout: 120000 });
+}
+
+export async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string, from = NOTEBOOKS) {
+  await page.contents.uploadFile(path.join(from, file), `${tmpPath}/${file}`);
+  await page.notebook.openByPath(`${tmpPath}/${file}`);
+  await page.notebook.activate(file);
+}
+
+/** Open a fixture in Notebook 7 (a page of its own) and run its first ``cells`` cells. */
+export async function runInNotebook7(
+  page: IJupyterLabPageFixture,
+  tmpPath: string,
+  baseURL: string | undefined,
+  viewport: { width: number; height: number },
+  file = 'panel_fixture.ipynb',
+  cells = 2
+): Promise<Page> {
+  await page.contents.uploadFile(path.join(NOTEBOOKS, file), `${tmpPath}/nb7.ipynb`);
+  const nb7 = await page.context().newPage();
+  await nb7.setViewportSize(viewport);
+  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/nb7.ipynb`);
+  await nb7.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 60000 });
+  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
+  await nb7.waitForTimeout(3000); // kernel start
+  for (let i = 0; i < cells; i++) {
+    await nb7.keyboard.press('Shift+Enter');
+  }
+  await settled(nb7);
+  return nb7;
+}
+
+export function consoleErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', msg => {
+    if (msg.type() === 'error') {
+      errors.push(msg.text());
+    }
+  });
+  page.on('pageerror', err => errors.push(String(err)));
+  return errors;
+}
