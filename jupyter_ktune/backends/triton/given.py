@@ -37,3 +37,16 @@ def no_value(variant: Any, name: str, host_args: Mapping[str, Any]) -> CellError
                      fix=f"Return {name} from the inputs function (e.g. {name}="
                          f"triton.next_power_of_2(n) for a block, True for a flag), or declare "
                          f"it: # ktune: {name} in [...]")
+
+
+#: what an inputs function may return but a kernel parameter cannot take (issue 34: a Python
+#: list for an array, a string for an array, reported with 20 lines of traceback)
+NOT_PASSABLE = (list, str, bytes, dict, set)
+
+
+def not_an_argument(name: str, value: Any) -> CellError:
+    """The error for an input Triton cannot pass to runtime parameter ``name`` (a list...)."""
+    return CellError(f"input {name} is a {type(value).__name__}; kernel parameter {name} takes "
+                     "an array (a pointer) or a number", line=1,
+                     fix=f"Return {name} from the inputs function as an array: "
+                         f"np.asarray({name}, dtype=np.float32) or a torch tensor.")
