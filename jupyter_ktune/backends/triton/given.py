@@ -2,7 +2,8 @@
 
 A head dimension, a casting mode, an activation name or ``triton.next_power_of_2(n_cols)`` is
 fixed by the problem, not tuned: the inputs function returns it beside the arrays, and it is
-passed to the kernel as a constexpr (a config's value wins where both name it). A constexpr that
+passed to the kernel as a constexpr (an input named like a tunable is refused when the inputs
+are drawn, :mod:`jupyter_ktune.runner.input_checks`, issue 34). A constexpr that
 neither a tunable, a default, a ``@triton.heuristics`` dict nor the inputs give is reported with
 the fix that fits its kind (``HAVE_BETA`` is not ``in [64, 128]``).
 """
