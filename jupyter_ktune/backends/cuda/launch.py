@@ -12,6 +12,7 @@ back from the device to find an in-place kernel.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -190,7 +191,15 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' has type '{p.ctype}', which "
                                     "cannot be passed by value from Python", line=sig.line,
                                     fix="Use int, unsigned, long long, size_t, float or double.")
-                args.append(t(value))
+                try:  # '4096' or [1, 2] for an int: one line, not NumPy's error (issue 34)
+                    if not isinstance(value, numbers.Real | np.number | np.bool_):
+                        raise TypeError(p.name)
+                    args.append(t(value))
+                except (TypeError, ValueError, OverflowError):
+                    raise CellError(f"input {p.name} is {type(value).__name__} {value!r:.40}; "
+                                    f"kernel parameter {p.name} takes a {p.ctype}", line=1,
+                                    fix=f"Return {p.name} from the inputs function as a number "
+                                        f"that fits a {p.ctype}.") from None
         if tensormaps:
             encoder = LibcudaEncoder()
             for i, name in tensormaps.items():
