@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.expr import free_names
 from jupyter_ktune.space import Constraint, Param, compile_expr, eval_expr
 
 _DIRECTIVE = re.compile(r"^\s*(?P<comment>//|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
@@ -57,6 +58,10 @@ class Expr:
             body = m.group("body")
         object.__setattr__(self, "_code", compile_expr(body, self.line, self.what))
 
+    def names(self) -> set[str]:
+        """The names the expression reads (parameters, inputs, limits); empty for a constant."""
+        return free_names(self._code)
+
     def __call__(self, env: Mapping[str, Any]) -> Any:
         """Evaluate over ``env`` (parameters as C++ integers, scalar inputs, arrays); a
         ``lambda META:`` expression sees the same names as ``META[...]`` too."""
@@ -81,11 +86,8 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
     text = text.strip()
     m = re.match(r"^(pow2|range)\s*\((.*)\)$", text)
     if m:
-        try:
-            nums = [int(x, 0) for x in m.group(2).split(",")]
-        except ValueError:
-            raise CellError(f"{m.group(1)}() takes integers, got '{m.group(2)}'", line=line,
-                            fix=f"Write {name} in {m.group(1)}(16, 256).") from None
+        nums = _arguments(m.group(1), m.group(2), line, name)
+        shown = _short(m.group(2).strip())
         if m.group(1) == "range":
             if not 1 <= len(nums) <= 3:
                 raise CellError(f"range() takes 1 to 3 integers, got {len(nums)}", line=line,
@@ -95,16 +97,25 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
                                 fix=f"Write {name} in range(1, 5).")
             values = range(*nums)
             if not _fits(values):  # range(0, 10**9) would fill the memory (issue 9)
-                raise CellError(f"range({m.group(2).strip()}) has more values than a slider or "
-                                f"a sweep can use ({MAX_VALUES})", line=line,
-                                fix=f"Write {name} in pow2(...) or a shorter range.")
+                many = f"{values.stop - values.start:,} values" if values.step == 1 else \
+                    "more values"
+                raise CellError(f"range({shown}) has {many}, more than a slider "
+                                f"or a sweep can use ({MAX_VALUES})", line=line,
+                                fix=f"Write {name} in pow2(...) or a shorter range, e.g. "
+                                    f"range(1, 65).")
             return tuple(values)
         if len(nums) != 2:
             raise CellError(f"pow2() takes 2 integers (lowest, highest), got {len(nums)}",
                             line=line, fix=f"Write {name} in pow2(16, 256).")
         lo, hi = nums
         if lo <= 0 or lo & (lo - 1) or hi & (hi - 1) or hi < lo:
-            raise CellError(f"pow2({lo}, {hi}) needs powers of two with lo <= hi", line=line)
+            raise CellError(f"pow2({shown}) needs powers of two with lo <= hi", line=line,
+                            fix=f"Write {name} in pow2(16, 256).")
+        count = hi.bit_length() - lo.bit_length() + 1
+        if count > MAX_VALUES:  # pow2(1, 2**100000) skipped the limit range() has (issue 34)
+            raise CellError(f"pow2({shown}) has {count:,} values, more than a slider "
+                            f"or a sweep can use ({MAX_VALUES})", line=line,
+                            fix=f"Write {name} in pow2(16, 1024) or another shorter span.")
         return tuple(1 << k for k in range(lo.bit_length() - 1, hi.bit_length()))
     if not (text.startswith("[") and text.endswith("]")):
         raise CellError(f"cannot read the values of {name}: '{text}'", line=line,
@@ -119,6 +130,29 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
         except ValueError:
             out.append(item)
     return tuple(out)
+
+
+def _short(text: str, keep: int = 40) -> str:
+    """``text`` cut to ``keep`` characters for a message (a 5,000-digit literal fills a page)."""
+    return text if len(text) <= keep else text[:keep - 3] + "..."
+
+
+def _arguments(fn: str, text: str, line: int | None, name: str) -> list[int]:
+    """The integer arguments of ``pow2(...)``/``range(...)``: literals or constant expressions
+    (``10**9``, ``1 << 20``), evaluated with the bounds of every directive expression."""
+    nums = []
+    for part in text.split(","):
+        value: Any = None
+        try:
+            value = eval_expr(compile_expr(part, line, f"{fn}()"), {}, part, line)
+        except CellError:
+            pass
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CellError(f"{fn}() takes integers (or constant expressions such as 1 << 10, "
+                            f"under 2**128), got '{_short(text.strip())}'", line=line,
+                            fix=f"Write {name} in {fn}(16, 256).") from None
+        nums.append(value)
+    return nums
 
 
 @dataclass

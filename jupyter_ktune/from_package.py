@@ -34,9 +34,16 @@ def module_file(module: str) -> Path:
                         fix=f"pip install the package that provides {top}, or check the name.")
     roots = list(spec.submodule_search_locations or [])
     if not roots:  # a single-file module
-        if not rest and spec.origin:
+        if rest:
+            raise CellError(f"--from: '{top}' is a module, not a package", line=1, fix=_FIX)
+        if spec.has_location and spec.origin and spec.origin.endswith(".py") \
+                and Path(spec.origin).is_file():
             return Path(spec.origin)
-        raise CellError(f"--from: '{top}' is a module, not a package", line=1, fix=_FIX)
+        # os is frozen, sys built in, a C extension is a .so: no text to read (issue 34:
+        # --from os:system gave FileNotFoundError: 'frozen')
+        kind = spec.origin if spec.origin in ("frozen", "built-in") else "compiled"
+        raise CellError(f"--from: '{top}' is a {kind} module, with no Python source to read",
+                        line=1, fix="Name a kernel defined in a package's .py file. " + _FIX)
     base = Path(roots[0]).joinpath(*rest)
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
@@ -128,13 +135,16 @@ def read_kernel(ref: str, backend: str) -> tuple[str, str, str]:
                         line=1, fix="Use --from with --backend triton or --backend pallas.")
     path = module_file(module)
     try:
-        source = segments(path.read_text(), kernel)
+        source = segments(path.read_text(encoding="utf-8"), kernel)
     except LookupError:
         raise CellError(f"--from: {module} ({path}) has no top-level '{kernel}'", line=1,
                         fix=f"Check the kernel's name in {path.name}.") from None
     except SyntaxError as exc:
         raise CellError(f"--from: {path} does not parse ({exc.msg})", line=1,
                         fix="Install a version of the package for this Python.") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CellError(f"--from: cannot read {path} ({type(exc).__name__})", line=1,
+                        fix="Check that the package is installed completely.") from None
     dist = distribution(module)
     origin = f"{ref} ({dist})" if dist else ref
     return source, origin, kernel

@@ -17,8 +17,10 @@ the cell line and the fix.
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import keyword
+import math
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +30,7 @@ from jupyter_ktune.backends import backend_names, get_backend
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
+from jupyter_ktune.launch_geometry import check_constant
 from jupyter_ktune.space import Constraint, Space
 
 Lang = Literal["cuda", "triton", "pallas"]
@@ -124,7 +127,16 @@ class _ArgParser(argparse.ArgumentParser):
     """argparse that raises a CellError on line 1 instead of exiting the kernel."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        usage = self.format_usage().strip().replace("usage:", "Usage:", 1)
+        unknown = [w for w in message.partition("unrecognized arguments:")[2].split()
+                   if w.startswith("-")]
+        if unknown:  # a misspelled flag: say which one was meant (issue 34)
+            flags = sorted(o for o in self._option_string_actions if o.startswith("--"))
+            names = {f.lstrip("-"): f for f in flags}  # compared without the dashes they share
+            close = difflib.get_close_matches(unknown[0].lstrip("-"), names, n=1, cutoff=0.6)
+            raise CellError(f"magic line: unknown flag {unknown[0]}", line=1,
+                            fix=f"Did you mean {names[close[0]]}?" if close else
+                            f"The flags of %%kernel are {', '.join(flags)}.")
+        usage = " ".join(self.format_usage().split()).replace("usage:", "Usage:", 1)
         raise CellError(f"magic line: {message}", line=1, fix=usage)
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
@@ -201,6 +213,21 @@ def _smem_tile(stmt: tuple[str, int | None, str] | None, space: Space,
     return tile
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse tolerances and budgets that are not usable numbers: ``--rtol inf`` passed a kernel
+    computing 3x for 2x, ``--atol -1`` said correct, ``--budget-ms nan`` failed deep in the
+    timing protocol (issue 34)."""
+    for flag, value, example in (("--rtol", args.rtol, "1e-3"), ("--atol", args.atol, "1e-5")):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise CellError(f"{flag} {value:g} is not a tolerance: it must be a finite number, "
+                            "0 or more", line=1,
+                            fix=f"Write {flag} {example}, or leave it out for the dtype's rule.")
+    if not (math.isfinite(args.budget_ms) and args.budget_ms > 0):
+        raise CellError(f"--budget-ms {args.budget_ms:g} is not a time budget: it must be a "
+                        "finite number of milliseconds, more than 0", line=1,
+                        fix="Write --budget-ms 200 (the timed runs' budget per variant).")
+
+
 def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
     r"""Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`.
 
@@ -219,6 +246,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
     if timeout_problem(args.timeout):
         raise CellError(f"--timeout {args.timeout:g} {timeout_problem(args.timeout)}", line=1,
                         fix="Write --timeout 60 (seconds).")
+    _check_numbers(args)
     known = sorted(set(LANGS) | set(backend_names()))
     if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,
@@ -285,6 +313,8 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source, smem_tile=smem_tile)
+    for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
+        check_constant(what, getattr(spec, what))
     expand = getattr(get_backend(spec.backend), "expand", None)
     spec = expand(spec, namespace) if expand is not None else spec
     if initial:  # after the backend's expansion: a kernel's own @triton.autotune list is a space

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.errors import CellError
 from jupyter_ktune.measure.tolerance import TOLERANCES, Tolerance, scale_floor, tolerance_for
 from jupyter_ktune.results import OutputCheck
 
@@ -91,23 +92,65 @@ def zero_inputs(args: Mapping[str, Any], outputs: Sequence[str]) -> list[str]:
             and v.size > 1 and not np.any(v)]
 
 
-def reference_outputs(reference_result: Any, outputs: Sequence[str]) -> dict[str, np.ndarray]:
-    """Normalise what ``reference`` returned (array, tuple or dict) to {output name: array}."""
+def reference_outputs(reference_result: Any, outputs: Sequence[str],
+                      name: str = "reference") -> dict[str, np.ndarray]:
+    """Normalise what ``reference`` returned (array, tuple or dict) to {output name: array}.
+
+    What cannot be an expected output is the reference's error, said as such (a
+    :class:`~jupyter_ktune.errors.CellError` naming ``name``, the reference function): None,
+    a value that is not numbers, all NaN. Compared as it was, a reference returning None was
+    blamed on the kernel with "rel-L2 0 <= 0.0015" (issue 34).
+    """
+    def wrong(what: str, fix: str) -> CellError:
+        return CellError(f"--reference {name}() {what}", line=1, fix=fix)
+
+    shape = "a tuple or a dict" if len(outputs) > 1 else "an array"
+    if reference_result is None:
+        raise wrong("returned None, so there is nothing to compare the kernel with",
+                    f"Return the expected {', '.join(outputs)} as {shape} (did it write into "
+                    "its argument instead of returning?).")
     if isinstance(reference_result, Mapping):
         missing = [o for o in outputs if o not in reference_result]
         if missing:
-            raise ValueError(f"[ktune] the reference returned no value for {missing}. "
-                             f"Return a dict with keys {list(outputs)}.")
-        return {o: np.asarray(reference_result[o]) for o in outputs}
-    if isinstance(reference_result, (tuple, list)) and len(outputs) > 1:
+            raise wrong(f"returned no value for {missing}",
+                        f"Return a dict with keys {list(outputs)}.")
+        got = {o: reference_result[o] for o in outputs}
+    elif isinstance(reference_result, (tuple, list)) and len(outputs) > 1:
         if len(reference_result) != len(outputs):
-            raise ValueError(f"[ktune] the reference returned {len(reference_result)} values for "
-                             f"{len(outputs)} outputs {list(outputs)}.")
-        return {o: np.asarray(r) for o, r in zip(outputs, reference_result, strict=True)}
-    if len(outputs) != 1:
-        raise ValueError(f"[ktune] the reference returned one value for outputs {list(outputs)}. "
-                         "Return a tuple or a dict.")
-    return {outputs[0]: np.asarray(reference_result)}
+            raise wrong(f"returned {len(reference_result)} values for {len(outputs)} outputs "
+                        f"{list(outputs)}", f"Return one value per output, in --out's order.")
+        got = dict(zip(outputs, reference_result, strict=True))
+    elif len(outputs) != 1:
+        raise wrong(f"returned one value for outputs {list(outputs)}",
+                    "Return a tuple or a dict.")
+    else:
+        got = {outputs[0]: reference_result}
+    out = {o: _expected_array(v) for o, v in got.items()}
+    for o, v in out.items():
+        if v is None:
+            raise wrong(f"returned a {type(got[o]).__name__} for output {o}, not numbers",
+                        f"Return {o} as a NumPy array (or a torch/JAX array) of numbers.")
+        if v.size and _is_float(v.dtype) and _all_nan(v):
+            raise wrong(f"returned only NaN for output {o}, which no kernel can match",
+                        f"Check {name} on these inputs (NaN in, or 0/0?).")
+    return out
+
+
+def _expected_array(value: Any) -> np.ndarray | None:
+    """``value`` as a NumPy array, or None when it is not numbers (None inside, strings)."""
+    try:
+        a = np.asarray(value)
+    except ValueError:  # a ragged list
+        return None
+    return a if a.dtype.kind in "biufcV" or _is_float(a.dtype) else None
+
+
+def _all_nan(a: np.ndarray) -> bool:
+    """Whether every element is NaN; one look at the first element settles most arrays."""
+    with np.errstate(invalid="ignore"):
+        flat = a.reshape(-1)
+        return bool(np.isnan(flat[:1].astype(np.float32)).all()) and bool(
+            np.isnan(flat.astype(np.float32)).all())
 
 
 def _work_dtype(*arrays: np.ndarray) -> type:

@@ -15,7 +15,7 @@ import os
 import platform
 import time
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from jupyter_ktune.backends import get_backend
@@ -26,9 +26,7 @@ from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
 from jupyter_ktune.measure.integrity import changed_inputs
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
-from jupyter_ktune.measure.verify import (
-    compare,
-)
+from jupyter_ktune.measure.verify import compare
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
 from jupyter_ktune.runner import phases
@@ -42,13 +40,12 @@ from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, chec
     last_set,
     prepare_inputs,
 )
+from jupyter_ktune.runner.static_reports import report_future, seed_static  # noqa: F401 - API
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.variant_key import variant_key
 
-_static_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
 _variants: dict[tuple[str, Config], Any] = {}
-_statics: dict[tuple[str, str, Config], Future] = {}
 _verified: dict[tuple[str, tuple[str, Config]], Verification] = {}
 _races: dict[tuple[str, Config], float] = {}  # (source hash, config) -> incumbent ms, one-shot
 _quick: dict[tuple[str, Config], bool] = {}  # (source hash, config) -> QUICK_LAUNCH, one-shot
@@ -60,18 +57,6 @@ class FatalDeviceError(Exception):
     def __init__(self, result: RunResult):
         super().__init__(result.reason)
         self.result = result
-
-
-def _static(backend: Backend, spec: KernelSpec,
-            config: Config) -> tuple[Any, CompileFailure | None]:
-    try:
-        return backend.static_report(spec, config), None
-    except CompileFailure as exc:
-        return None, exc
-    except FileNotFoundError as exc:  # no nvcc here: the runtime path may still work
-        return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
-    except Exception as exc:  # noqa: BLE001 - a missing tool must not cost the run
-        return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
 
 
 def _poisoned(spec: KernelSpec, bound: Any) -> bool:
@@ -163,10 +148,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return RunResult(**base, status=Status.COMPILE_ERROR, reason=str(exc))
     if reasons:
         return RunResult(**base, status=Status.NOT_ALLOWED, reason="; ".join(reasons))
-    static_key = (spec.source_hash, spec.options.arch, config)
-    static_future = _statics.get(static_key)
-    if static_future is None:  # one nvcc run per variant and arch, reused by later requests
-        static_future = _statics[static_key] = _static_pool.submit(_static, backend, spec, config)
+    static_future = report_future(backend, spec, config)  # one per variant, kept
 
     def finish(status: Status, reason: str = "", runtime_failure: CompileFailure | None = None,
                **kw: Any) -> RunResult:
@@ -174,6 +156,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             phases.enter(phases.static_report())
         static, failure = static_future.result()
         tick("static report")  # ~0 unless the run waited for the report's compile
+        failure = None if isinstance(failure, CellError) else failure  # the run says it
         block = kw.get("launch", {}).get("block")
         if static is not None and block and getattr(static, "threads_per_block", 0) is None:
             static = dataclasses.replace(static, threads_per_block=math.prod(block))
@@ -188,7 +171,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     if not device.available or spec.options.static_only:
         static, failure = static_future.result()
-        if failure is not None and failure.diagnostics:
+        if isinstance(failure, CellError) or failure is not None and failure.diagnostics:
             return finish(Status.COMPILE_ERROR, str(failure))
         why = "static report only (--static-only)" if device.available else device.reason
         return finish(Status.CANNOT_RUN, why)
@@ -298,9 +281,7 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
         return run_variant(spec.with_options(static_only=True), config)
     # On a device the static report is only started (nvcc runs in the thread pool, cached for the
     # later run); the worker's time goes to loading the runtime variant, which the run needs.
-    static_key = (spec.source_hash, spec.options.arch, config)
-    if static_key not in _statics:
-        _statics[static_key] = _static_pool.submit(_static, backend, spec, config)
+    report_future(backend, spec, config)
     result = RunResult(name=spec.name, backend=spec.backend, config=dict(config),
                        status=Status.CANNOT_RUN, device=device.name)
     key = variant_key(spec, config)
@@ -373,20 +354,6 @@ def quick_launch(source_hash: str, config: Config, quick: bool) -> None:
         _quick[(source_hash, config)] = True
     else:
         _quick.pop((source_hash, config), None)
-
-
-def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
-    """Take a static report compiled ahead (by a sweep's pool) so the run does not recompile it.
-
-    Returns False when this worker already has (or is building) one for the variant.
-    """
-    key = (source_hash, arch, config)
-    if key in _statics:
-        return False
-    done: Future = Future()
-    done.set_result((static, None))
-    _statics[key] = done
-    return True
 
 
 def device_info(backend_name: str) -> DeviceInfo:

@@ -21,9 +21,11 @@ from jupyter_ktune.measure.verify import reference_outputs, zero_inputs
 from jupyter_ktune.measure.verify_device import DeviceReference
 from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
+from jupyter_ktune.runner.input_checks import check_input_set
 from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.user_code import call_user, name_of
 
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
@@ -53,14 +55,7 @@ def checked_inputs(spec: KernelSpec, config: Config,
     if spec.inputs is None:
         raise CellError("no inputs function is given, so the kernel cannot run", line=1,
                         fix="Add --inputs make_inputs, a function returning a dict of arguments.")
-    if drawn is not None:
-        args = drawn
-    else:
-        try:
-            args = spec.inputs()
-        except Exception as exc:  # noqa: BLE001
-            raise CellError(f"the inputs function {spec.inputs.__name__} failed: "
-                            f"{type(exc).__name__}: {exc}", line=1) from None
+    args = drawn if drawn is not None else call_user("inputs", spec.inputs)
     if not isinstance(args, dict):
         raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
                         line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
@@ -69,6 +64,7 @@ def checked_inputs(spec: KernelSpec, config: Config,
         raise CellError(f"input {zeros[0]} is all zeros, which hides unwritten outputs and wrong "
                         "indexing (and can even run faster than real data)", line=1,
                         fix="Fill inputs with random values, e.g. np.random.rand(n).")
+    check_input_set(spec, args)
     return args
 
 
@@ -174,9 +170,5 @@ def _expected(spec: KernelSpec, host_args: dict[str, Any],
     originals = copy.deepcopy(host_args)
     if config is not None:
         originals["config"] = spec.space.py_env(config)
-    try:
-        return reference_outputs(spec.reference(**originals), spec.outputs)
-    except TypeError as exc:
-        raise CellError(f"the reference {spec.reference.__name__} could not be called with the "
-                        f"inputs ({exc})", line=1,
-                        fix="Give it the kernel's argument names, or **kwargs.") from None
+    return reference_outputs(call_user("reference", spec.reference, **originals), spec.outputs,
+                             name_of(spec.reference))

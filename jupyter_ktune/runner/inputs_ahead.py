@@ -121,7 +121,8 @@ def _draw_into_shared_memory(fn: Any, owner: int, reference: Any = None,
 
         t0 = time.perf_counter()
         try:
-            got = reference_outputs(reference(**args), outputs)
+            got = reference_outputs(reference(**args), outputs,
+                                    getattr(reference, "__name__", "reference"))
             expected = _share({k: np.ascontiguousarray(v) for k, v in got.items()}, owner)
         except Exception:  # noqa: BLE001 - the worker runs it again and reports the error
             expected = None

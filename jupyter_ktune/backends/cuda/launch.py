@@ -12,6 +12,7 @@ back from the device to find an in-place kernel.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from jupyter_ktune.backends.torch_interop import (
 )
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError, OutOfResources
+from jupyter_ktune.launch_geometry import dims, smem_bytes
 from jupyter_ktune.measure.integrity import GuardBreach, guard_bits, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
@@ -43,16 +45,8 @@ FALLBACK_BLOCK_NAMES = ("BLOCK", "BLOCK_SIZE", "THREADS")
 
 
 def dim3(value: Any, what: str, spec: KernelSpec) -> tuple[int, int, int]:
-    expr = getattr(spec, what)
-    vals = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    try:
-        ints = tuple(int(v) for v in vals)
-    except (TypeError, ValueError):
-        raise CellError(f"{what} = {expr.text} gave {value!r}, not integers", line=expr.line,
-                        fix=f"Make {what} an int or a tuple of up to 3 ints.") from None
-    if not 1 <= len(ints) <= 3 or min(ints) < 1:
-        raise CellError(f"{what} = {expr.text} gave {ints}; each of up to 3 sizes must be >= 1",
-                        line=expr.line, fix="Check the expression for this config.")
+    """``grid``/``block`` as CUDA's three sizes, checked (:func:`launch_geometry.dims`)."""
+    ints = dims(value, getattr(spec, what), what)
     return ints + (1,) * (3 - len(ints))  # type: ignore[return-value]
 
 def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
@@ -158,7 +152,7 @@ class CudaBound:
         env.update(variant.cxx)
         self.grid = dim3(spec.grid(env), "grid", spec)  # type: ignore[misc]
         self.block = dim3(spec.block(env), "block", spec) if spec.block else variant.default_block
-        self.smem = int(spec.smem(env)) if spec.smem else 0
+        self.smem = smem_bytes(spec.smem(env), spec.smem) if spec.smem else 0
         self._check_resources()
         self.outputs: dict[str, tuple[Any, np.dtype]] = {}
         self.device_args: dict[str, Any] = {}  # pointer name -> device array (a pipeline's
@@ -197,7 +191,15 @@ class CudaBound:
                     raise CellError(f"kernel parameter '{p.name}' has type '{p.ctype}', which "
                                     "cannot be passed by value from Python", line=sig.line,
                                     fix="Use int, unsigned, long long, size_t, float or double.")
-                args.append(t(value))
+                try:  # '4096' or [1, 2] for an int: one line, not NumPy's error (issue 34)
+                    if not isinstance(value, numbers.Real | np.number | np.bool_):
+                        raise TypeError(p.name)
+                    args.append(t(value))
+                except (TypeError, ValueError, OverflowError):
+                    raise CellError(f"input {p.name} is {type(value).__name__} {value!r:.40}; "
+                                    f"kernel parameter {p.name} takes a {p.ctype}", line=1,
+                                    fix=f"Return {p.name} from the inputs function as a number "
+                                        f"that fits a {p.ctype}.") from None
         if tensormaps:
             encoder = LibcudaEncoder()
             for i, name in tensormaps.items():

@@ -67,6 +67,7 @@ from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import missing_from, missing_reason
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.user_code import call_user
 
 INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
 _STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
@@ -240,7 +241,7 @@ class TritonBackend:
             cached = self._arg_types.get(key)
         if cached is not None:
             return cached
-        host = dict(spec.inputs())
+        host = dict(call_user("inputs", spec.inputs))  # its failure: the run reports it
         types, aligned = {}, set()
         for p in sig.runtime:
             value = host.get(p, cxx.get(p))

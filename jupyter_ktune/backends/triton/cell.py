@@ -127,6 +127,15 @@ def check_cell(spec: KernelSpec) -> TritonSignature:
                             fix=f"Add '{name}: tl.constexpr' to the kernel, or use one of "
                                 f"{', '.join(LAUNCH_OPTIONS)}.")
     check_values(spec, sig.kinds, LAUNCH_OPTIONS)
+    for what, why, fix in (
+            ("block", "Triton runs 32 * num_warps threads per program",
+             "Remove it; tune the threads with # ktune: num_warps in [4, 8]."),
+            ("smem", "Triton sizes a kernel's shared memory itself",
+             "Remove it; a require line can bound a tile's size instead.")):
+        expr = getattr(spec, what)
+        if expr is not None:  # it would be ignored, silently (issue 34: --block 0 ran)
+            raise CellError(f"'{what} = {expr.text.strip()}' has no effect in a Triton cell: "
+                            f"{why}", line=expr.line, fix=fix)
     if spec.grid is None:
         raise CellError("the launch grid is not given", line=1,
                         fix="Add: # ktune: grid = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)  "

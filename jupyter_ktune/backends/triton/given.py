@@ -2,7 +2,8 @@
 
 A head dimension, a casting mode, an activation name or ``triton.next_power_of_2(n_cols)`` is
 fixed by the problem, not tuned: the inputs function returns it beside the arrays, and it is
-passed to the kernel as a constexpr (a config's value wins where both name it). A constexpr that
+passed to the kernel as a constexpr (an input named like a tunable is refused when the inputs
+are drawn, :mod:`jupyter_ktune.runner.input_checks`, issue 34). A constexpr that
 neither a tunable, a default, a ``@triton.heuristics`` dict nor the inputs give is reported with
 the fix that fits its kind (``HAVE_BETA`` is not ``in [64, 128]``).
 """
@@ -37,3 +38,16 @@ def no_value(variant: Any, name: str, host_args: Mapping[str, Any]) -> CellError
                      fix=f"Return {name} from the inputs function (e.g. {name}="
                          f"triton.next_power_of_2(n) for a block, True for a flag), or declare "
                          f"it: # ktune: {name} in [...]")
+
+
+#: what an inputs function may return but a kernel parameter cannot take (issue 34: a Python
+#: list for an array, a string for an array, reported with 20 lines of traceback)
+NOT_PASSABLE = (list, str, bytes, dict, set)
+
+
+def not_an_argument(name: str, value: Any) -> CellError:
+    """The error for an input Triton cannot pass to runtime parameter ``name`` (a list...)."""
+    return CellError(f"input {name} is a {type(value).__name__}; kernel parameter {name} takes "
+                     "an array (a pointer) or a number", line=1,
+                     fix=f"Return {name} from the inputs function as an array: "
+                         f"np.asarray({name}, dtype=np.float32) or a torch tensor.")

@@ -32,9 +32,15 @@ from jupyter_ktune.backends.triton.config_arguments import (
 )
 from jupyter_ktune.backends.triton import direct_launch
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
-from jupyter_ktune.backends.triton.given import given_constexprs, no_value
+from jupyter_ktune.backends.triton.given import (
+    NOT_PASSABLE,
+    given_constexprs,
+    no_value,
+    not_an_argument,
+)
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.launch_geometry import dims
 from jupyter_ktune.measure.integrity import GUARD_BYTE, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.space import Config
@@ -110,8 +116,8 @@ class TritonBound:
         self._guards: dict[str, Guarded] = {}
         self.kwargs, self.constexprs = call_arguments(variant, host_args, self._array)
         env: dict[str, Any] = {**variant.limits, **host_args, **self.constexprs, **cfg}
-        grid = spec.grid(env)  # type: ignore[misc]
-        self.grid = tuple(int(g) for g in (grid if isinstance(grid, tuple | list) else (grid,)))
+        # checked before the launch: 'abc', 2.5, 0 or BLOCK * 10**30 is one line (issue 34)
+        self.grid = dims(spec.grid(env), spec.grid, "grid")  # type: ignore[misc]
         self._hooks = Hooks(variant.chain, cfg, self.kwargs)
         self._launcher = variant.chain.jit[self.grid]
         #: appended to the timing's method: how the kernel is launched, when not Triton's way
@@ -231,6 +237,8 @@ def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
             value = array(p, value, block_shape(variant.spec, p, env))
         elif isinstance(value, np.ndarray) or hasattr(value, "data_ptr"):
             value = array(p, value, None)  # a NumPy array or a torch tensor from the inputs
+        elif isinstance(value, NOT_PASSABLE):
+            raise not_an_argument(p, value)
         kwargs[p] = value
     kwargs.update(variant.constexprs)
     constexprs = {**variant.constexprs, **given_constexprs(variant, host_args)}

@@ -33,7 +33,8 @@ from jupyter_ktune.backends.triton.jit_warm import (
     arch_number,
     warm_compile,
 )
-from jupyter_ktune.errors import CompileFailure, Diagnostic
+from jupyter_ktune.backends.triton.given import not_an_argument
+from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
 # NumPy / ml_dtypes / torch dtype names -> Triton's type names in a signature.
@@ -61,8 +62,9 @@ def arg_type(name: str, value: Any) -> str:
     if hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0:
         t = TRITON_TYPES.get(dtype_name(value))
         if t is None:
-            raise TypeError(f"argument '{name}' has dtype {dtype_name(value)}, which Triton "
-                            f"kernels cannot take; use one of {', '.join(TRITON_TYPES)}")
+            raise CellError(f"input {name} has dtype {dtype_name(value)}, which Triton "
+                            "kernels cannot take", line=1,
+                            fix=f"Return it as one of {', '.join(TRITON_TYPES)}.")
         return "*" + t
     if isinstance(value, bool | np.bool_):
         return "i1"
@@ -72,8 +74,7 @@ def arg_type(name: str, value: Any) -> str:
         return "fp32"
     if isinstance(value, np.generic):
         return TRITON_TYPES.get(value.dtype.name, "fp32")
-    raise TypeError(f"argument '{name}' is a {type(value).__name__}; pass an array, an int or "
-                    "a float")
+    raise not_an_argument(name, value)
 
 
 def divisible(value: Any) -> bool:

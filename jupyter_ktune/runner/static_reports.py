@@ -1,0 +1,60 @@
+"""The worker's static reports: one per variant and arch, built in a thread beside the run.
+
+A report is built once and reused by later requests of the same variant (one nvcc run per
+variant), or seeded from a sweep's compile pool (:func:`seed_static`). A report that failed
+because of the inputs (a Triton cell's argument types come from them: a list where an array
+belongs, an inputs function that raises) is the run's error to report, not the report's: it is
+not kept, so the next run, on fixed inputs, builds the report again (issue 34: the first bad
+input's failure was appended to every later result of the same cell).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from jupyter_ktune.backends.base import Backend
+from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktune-static")
+_reports: dict[tuple[str, str, Config], Future] = {}
+
+
+def _build(backend: Backend, spec: KernelSpec,
+           config: Config) -> tuple[Any, CompileFailure | CellError | None]:
+    try:
+        return backend.static_report(spec, config), None
+    except (CompileFailure, CellError) as exc:
+        return None, exc
+    except Exception as exc:  # noqa: BLE001 - a missing tool (no nvcc here) must not cost the run
+        return None, CompileFailure(backend.name, f"static report unavailable: {exc}", [])
+
+
+def _failed_on_inputs(future: Future) -> bool:
+    return future.done() and isinstance(future.result()[1], CellError)
+
+
+def report_future(backend: Backend, spec: KernelSpec, config: Config) -> Future:
+    """The future ``(report, failure)`` of the variant's static report: the one kept, else one
+    started now. ``failure`` is a CompileFailure, or a CellError the run reports itself."""
+    key = (spec.source_hash, spec.options.arch, config)
+    future = _reports.get(key)
+    if future is None or _failed_on_inputs(future):
+        future = _reports[key] = _pool.submit(_build, backend, spec, config)
+    return future
+
+
+def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:
+    """Take a static report compiled ahead (by a sweep's pool) so the run does not recompile it.
+
+    Returns False when this worker already has (or is building) one for the variant.
+    """
+    key = (source_hash, arch, config)
+    if key in _reports:
+        return False
+    done: Future = Future()
+    done.set_result((static, None))
+    _reports[key] = done
+    return True

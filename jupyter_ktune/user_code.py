@@ -1,0 +1,91 @@
+"""Calling the cell's own functions (``--inputs``, ``--reference``): their failures are theirs.
+
+An exception raised inside the user's inputs function reached the notebook as 20 lines of
+traceback through ktune's internals (issue 34), and a reference's own ``KeyError`` read as
+``[ktune] KeyError: 'oops'``, as if the kernel had failed. Here such an exception becomes one
+:class:`~jupyter_ktune.errors.CellError` on the magic line (where ``--inputs`` and
+``--reference`` are given) that names the function, the exception, and where in the user's own
+code it was raised: the frames of ktune, of the standard library and of site-packages are left
+out, so the line points at the user's cell, not at ours.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sysconfig
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_ktune.errors import CellError, KtuneError
+
+_PACKAGE = str(Path(__file__).resolve().parent)
+_LIBRARIES = tuple({str(Path(p).resolve()) for p in (
+    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+    sysconfig.get_paths()["platlib"]) if p})
+
+#: what each role's function is for, in the fix of its failure
+_ROLES = {
+    "inputs": ("--inputs", "it runs in the worker before every input set"),
+    "reference": ("--reference", "it computes the expected outputs from the inputs"),
+}
+
+
+def _ours(filename: str) -> bool:
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return path.startswith(_PACKAGE + os.sep) or path.startswith(_LIBRARIES)
+
+
+def user_frame(exc: BaseException) -> str:
+    """``"in helper, line 23"``: the innermost frame of the user's own code in ``exc``'s
+    traceback ('' when there is none, e.g. an error raised by NumPy called directly)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _ours(f.filename)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    # a notebook cell's file (ipykernel's /tmp/ipykernel_<pid>/<hash>.py) names nothing useful
+    cell = f.filename.startswith("<") or "ipykernel_" in f.filename
+    where = "" if cell else f" of {Path(f.filename).name}"
+    return f"in {f.name}, line {f.lineno}{where}"
+
+
+def name_of(fn: Any) -> str:
+    """The function's name as the user wrote it (its repr for a callable object)."""
+    return getattr(fn, "__name__", None) or repr(fn)
+
+
+def failure(role: str, fn: Any, exc: BaseException) -> CellError:
+    """The one-line CellError for ``exc`` raised inside the user's ``role`` function."""
+    flag, what = _ROLES[role]
+    where = user_frame(exc)
+    detail = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
+    return CellError(f"{flag} {name_of(fn)}() raised {text}" + (f" ({where})" if where else ""),
+                     line=1, fix=f"Fix {name_of(fn)} ({what}); run it in a cell to see the "
+                     "whole traceback.")
+
+
+def call_user(role: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call the user's ``role`` function (``"inputs"`` or ``"reference"``); any exception it
+    raises becomes :func:`failure`'s one-line CellError. A call whose arguments do not fit the
+    function's signature is said so, with the names it was given."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        flag, _ = _ROLES[role]
+        given = ", ".join(kwargs) or "no arguments"
+        raise CellError(f"{flag} {name_of(fn)} cannot be called with {given} ({exc})", line=1,
+                        fix="Give it the kernel's argument names, or **kwargs.") from None
+    except ValueError:  # no signature (a builtin): the call itself says
+        pass
+    try:
+        return fn(*args, **kwargs)
+    except KtuneError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's function: one line, never a traceback
+        raise failure(role, fn, exc) from None
