@@ -54,8 +54,15 @@ def static_block(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
     try:
         if spec.block is None:
             return next((cxx[n] for n in FALLBACK_BLOCK_NAMES if n in cxx), None)
-        return int(np.prod(dim3(spec.block(cxx), "block", spec)))
-    except CellError:
+        value = spec.block(cxx)
+        sizes = value if isinstance(value, (tuple, list)) else (value,)
+        # the product as written, not checked against the 1,024-thread limit here: the caller
+        # (CudaBackend._check_block) says what is over it, on the block line
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+               for v in sizes):
+            return int(np.prod([int(v) for v in sizes]))
+        return int(np.prod(dim3(value, "block", spec)))
+    except (CellError, KeyError, NameError, TypeError):
         return None
 
 def static_smem(spec: KernelSpec, cxx: dict[str, int]) -> int | None:
