@@ -25,7 +25,13 @@ from concurrent.futures import Future
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, limits_for
+from jupyter_ktune.backends.base import (
+    COMPILE_ONLY_ENV,
+    DeviceInfo,
+    Variant,
+    limits_for,
+    nvidia_gpu_visible,
+)
 from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.archcubin import (
     cell_variant,
@@ -70,6 +76,9 @@ from jupyter_ktune.spec import KernelSpec
 
 # CUDA errors after which the context is unusable (sticky): the worker must restart.
 _STICKY = {700, 702, 710, 714, 715, 716, 717, 718, 719, 999}
+#: Why a CUDA C++ cell does not run on a machine without an NVIDIA GPU: what would let it run.
+NO_GPU = ("no NVIDIA GPU here: a CUDA C++ kernel runs only on a machine with one (and CuPy "
+          "there); this machine compiles it and shows its static report")
 #: nvcc builds kept per worker (cubin and report): the run and the report thread share one
 _BUILDS_KEPT = 64
 
@@ -101,9 +110,11 @@ class CudaBackend:
         try:
             import cupy
         except ImportError:
-            return DeviceInfo(False, "no CuPy", reason="CUDA C++ cannot run here without CuPy "
-                              "and an NVIDIA GPU; the static report works without them. "
-                              + install_hint("cupy"))
+            if not nvidia_gpu_visible():  # installing CuPy could not help on this machine
+                return DeviceInfo(False, "CPU only", reason=NO_GPU)
+            return DeviceInfo(False, "no CuPy", reason="CUDA C++ runs on this machine's GPU "
+                              "through CuPy, which is not installed; the static report works "
+                              "without it. " + install_hint("cupy"))
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # noqa: BLE001 - no driver / no device
@@ -111,8 +122,7 @@ class CudaBackend:
         else:
             why = "no CUDA device"
         if count == 0:
-            return DeviceInfo(False, "CPU only", reason="no CUDA GPU here: CUDA C++ compiles "
-                              f"and shows its static report, but cannot run (CuPy: {why})")
+            return DeviceInfo(False, "CPU only", reason=f"{NO_GPU} (CuPy: {why})")
         from jupyter_ktune.measure.clocks import driver_version
 
         dev = cupy.cuda.Device()
