@@ -31,6 +31,9 @@ class TritonSignature:
     kinds: Mapping[str, type] = field(default_factory=dict)  # params.param_kinds
     heuristics: frozenset[str] = frozenset()  # constexprs a @triton.heuristics dict computes
     loaded: frozenset[str] = frozenset()  # pointer parameters the kernel reads with tl.load
+    #: parameters the kernel uses as tensor descriptors (``a_desc.load([...])``), with the
+    #: cell line of the first such use
+    descriptors: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def runtime(self) -> tuple[str, ...]:
@@ -111,6 +114,24 @@ def _loaded(kernel: ast.FunctionDef) -> frozenset[str]:
     return frozenset(out)
 
 
+_DESCRIPTOR_METHODS = ("load", "store", "gather", "scatter", "atomic_add", "atomic_max",
+                       "atomic_min", "atomic_and", "atomic_or", "atomic_xor")
+
+
+def _descriptors(kernel: ast.FunctionDef, offset: int) -> dict[str, int]:
+    """Parameters used as host tensor descriptors (``a_desc.load([m, k])``: a pointer has no
+    methods), with the cell line of the first use."""
+    params = {a.arg for a in kernel.args.args}
+    out: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _DESCRIPTOR_METHODS
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in params):
+            line = offset + node.lineno
+            out[node.func.value.id] = min(out.get(node.func.value.id, line), line)
+    return out
+
+
 def parse_kernel(spec: KernelSpec) -> TritonSignature:
     """Find ``@triton.jit def NAME(...)`` in the cell; CellError with the line and the fix.
 
@@ -155,7 +176,8 @@ def _parse_kernel(source: str, name: str, body_line: int) -> TritonSignature:
                        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
     defaults = frozenset(a.arg for a in args.args[len(args.args) - len(args.defaults):])
     return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines,
-                           param_kinds(kernel), _heuristic_names(decorators), _loaded(kernel))
+                           param_kinds(kernel), _heuristic_names(decorators), _loaded(kernel),
+                           _descriptors(kernel, offset))
 
 
 def check_cell(spec: KernelSpec) -> TritonSignature:
