@@ -32,6 +32,8 @@ def _corpus_environment():
 KNOWN_FAILING = {
     "tokamax-glu": "'TypedInt' object has no attribute 'shape'",
     "cute-sgemm-1": "template type ProblemShape of gemm_device has no type",
+    # torchao 0.18's int8 GEMM uses tl.make_block_ptr, which Triton 3.9 removed
+    "torchao-int-mm": "Block pointers have been removed",
 }
 
 
@@ -74,3 +76,18 @@ def test_corpus_kernel(entry_id, worker):
         assert KNOWN_FAILING[entry_id] in said, f"{entry_id} fails differently: {said}"
     else:
         assert out.passed, f"{entry_id}: {said}\n{out.error}"
+
+
+def test_a_device_runs_outcomes_fill_the_h200_column():
+    """``--h200 out.json`` (a ``--device --json`` run) fills the table's last column."""
+    from corpus.harness import Outcome
+
+    cpu = [Outcome("jax-gpu-softmax", "pass", "verified"), Outcome("jax-tpu-matmul", "pass",
+                                                                   "verified")]
+    gpu = [Outcome("jax-gpu-softmax", "pass", "verified"),
+           Outcome("jax-tpu-matmul", "compile error", "[ktune] needs a TPU")]
+    table = run_corpus.markdown(cpu, gpu).splitlines()
+    assert table[0].endswith("| verified on the H200 |")
+    assert table[2].endswith("| pass: verified |")
+    assert table[3].endswith("| **compile error**: needs a TPU |")
+    assert run_corpus.markdown(cpu).splitlines()[2].endswith("| same |  |")
