@@ -1,5 +1,5 @@
 """Pallas kernels of the corpus from JAX itself: ``jax.experimental.pallas.ops`` (gpu: the
-Triton-lowering softmax, layer norm, RMS norm, flash attention and decode attention; tpu:
+Triton-lowering softmax, layer norm, RMS norm, flash, decode and paged attention; tpu:
 matmul, the example kernel), as JAX ships them.
 
 The ops are ``jax.jit`` functions over the arrays whose tunables are static keywords (the cell
@@ -104,6 +104,27 @@ def gqa_reference(q, k, v, **_):
     return np.einsum("bhk,bkhd->bhd", _softmax(s), v)
 
 
+def paged_inputs(b=2, hq=16, hkv=4, d=32, page=16, per_seq=8):
+    pages = b * per_seq
+    tables = np.random.permutation(pages).reshape(b, per_seq).astype(np.int32)
+    return dict(q=np.random.randn(b, hq, d).astype(np.float32) / 2,
+                k_pages=np.random.randn(hkv, pages, page, d).astype(np.float32) / 2,
+                v_pages=np.random.randn(hkv, pages, page, d).astype(np.float32),
+                block_tables=tables, lengths=np.full(b, per_seq * page, np.int32),
+                y=np.empty((b, hq, d), np.float32))
+
+
+def paged_reference(q, k_pages, v_pages, block_tables, **_):
+    def gather(pages):  # [hkv, pages, page, d] -> [b, seq, hkv, d]
+        g = pages[:, block_tables]  # [hkv, b, per_seq, page, d]
+        return g.reshape(g.shape[0], g.shape[1], -1, g.shape[-1]).transpose(1, 2, 0, 3)
+    k, v = gather(k_pages), gather(v_pages)
+    groups = q.shape[1] // k.shape[2]
+    k, v = np.repeat(k, groups, axis=2), np.repeat(v, groups, axis=2)
+    s = np.einsum("bhd,bkhd->bhk", q, k)  # the op's default sm_scale is 1
+    return np.einsum("bhk,bkhd->bhd", _softmax(s), v)
+
+
 def matmul_inputs(m=256, k=512, n=256):
     return dict(x=np.random.randn(m, k).astype(np.float32) / 8,
                 y_in=np.random.randn(k, n).astype(np.float32) / 8, y=np.empty((m, n), np.float32))
@@ -177,6 +198,12 @@ JAX_PALLAS = [
           gqa_inputs, gqa_reference, _LINE,
           "# ktune: block_h in [16]; block_k in [32, 64]; k_splits in [2, 4]",
           take=(*_DECODE_TAKE, "mqa")),
+    Entry("jax-gpu-paged-attention", "pallas", JAX, f"{GPU}.paged_attention:paged_attention",
+          "paged KV cache: block tables gathered in the kernel, split-K over page blocks, "
+          "optional quantized-scale arguments left None", paged_inputs, paged_reference, _LINE,
+          "# ktune: block_h in [16]; pages_per_compute_block in [2, 4]; k_splits in [2]",
+          take=("imports", "DEFAULT_MASK_VALUE", "paged_attention_kernel",
+                "paged_attention_unbatched")),
     Entry("jax-tpu-matmul", "pallas", JAX, f"{TPU}.matmul:matmul",
           "Mosaic TPU matmul: PrefetchScalarGridSpec, VMEM accumulator scratch, pl.when on "
           "the k axis", matmul_inputs, matmul_reference, _LINE,
