@@ -84,6 +84,16 @@ __global__ void k(float* y, const float* x, int n) {
   v = cg::reduce(warp, v, cg::plus<float>());
   if (warp.thread_rank() == 0 && i < n) atomicAdd(y, v);
 }""",
+    "<cstdio>, <cstring> and device printf": """
+#include <cstdio>
+#include <cstring>
+__global__ void k(float* y, const float* x, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i == n) printf("k: %d rows\\n", n);
+  float v[1] = {0.f};
+  if (i < n) memcpy(v, x + i, sizeof(float));
+  if (i < n) y[i] = v[0];
+}""",
     "__launch_bounds__ and static __device__ helpers": """
 static __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);

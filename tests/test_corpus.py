@@ -46,7 +46,7 @@ def _installed(entry) -> bool:
 
 
 def test_the_corpus_is_large_and_wide_enough():
-    assert len(ENTRIES) >= 43
+    assert len(ENTRIES) >= 46
     assert len({e.dist for e in ENTRIES}) >= 9  # with issue 36's jax, unsloth, torchao
     assert set(KNOWN_FAILING) <= set(BY_ID)
 
@@ -91,3 +91,21 @@ def test_a_device_runs_outcomes_fill_the_h200_column():
     assert table[2].endswith("| pass: verified |")
     assert table[3].endswith("| **compile error**: needs a TPU |")
     assert run_corpus.markdown(cpu).splitlines()[2].endswith("| same |  |")
+
+
+@pytest.mark.parametrize("entry_id", ["torchao-cuda-pad-token-groups",
+                                      "torchao-cuda-unpad-token-groups",
+                                      "torchao-cuda-padded-offsets"])
+def test_a_cuda_kernel_with_host_headers_also_builds_as_the_nvrtc_fallback(entry_id):
+    """The second build of issue 36: the cell nvcc builds (the run's build wherever nvcc is)
+    also compiles as the NVRTC fallback builds it, <cstdio> and <cuda_runtime.h> included."""
+    from corpus.entries_cuda_torchao import nvrtc_log
+
+    entry = BY_ID[entry_id]
+    if not _installed(entry):
+        pytest.skip(f"{entry.dist} not installed (pip install -r tests/corpus/requirements.txt)")
+    try:
+        ok, log = nvrtc_log(entry)
+    except LookupError as exc:
+        pytest.skip(str(exc))
+    assert ok, log

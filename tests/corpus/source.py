@@ -110,12 +110,15 @@ _CUDA_DEF = (r"(?:template\s*<[^{;]*?>\s*)?(?:static\s+)?__global__\s+(?:void|\w
 
 
 def cuda_function(path: Path, name: str) -> str:
-    """The definition of ``name`` (with its ``template<...>`` line) from a CUDA source file."""
+    """The definition of ``name`` (with its ``template<...>`` line) from a CUDA source file: a
+    ``__global__`` kernel, or a helper function the kernel calls."""
     text = path.read_text()
     m = re.search(_CUDA_DEF.replace("NAME", re.escape(name)), text)
-    if m is None:  # e.g. "__global__ static\n__launch_bounds__(...)\nvoid\nNAME(": the
-        # definition (with its template line) starts after the previous blank line
-        m = re.search(rf"^{re.escape(name)}\s*\(", text, flags=re.M)
+    if m is None:  # e.g. "__global__ static\n__launch_bounds__(...)\nvoid\nNAME(", or a
+        # helper "__device__ __forceinline__ int NAME(": the definition (with its template
+        # line) starts after the previous blank line
+        m = re.search(rf"^(?:[A-Za-z_][\w:<>*&]*[ \t]+)*{re.escape(name)}\s*\(", text,
+                      flags=re.M)
         if m is None:
             raise LookupError(f"{path}: no function {name}")
         start = text.rfind("\n\n", 0, m.start()) + 2
