@@ -17,12 +17,13 @@ def choose_config(spec: KernelSpec, values: Mapping[str, Any] | None = None,
     """Choose the config to run.
 
     The values given (checked), else the cell's ``--config``, else the first config that
-    satisfies the constraints on this device.
+    satisfies the constraints on this device; tunables the values leave out are completed with
+    the first values that satisfy the constraints with them (:meth:`Space.complete`).
     """
     given = dict(spec.initial)
     given.update(values or {})
     if given:
-        return spec.space.config(given)
+        return spec.space.complete(given, limits)
     return spec.space.default(limits)
 
 

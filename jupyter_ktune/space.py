@@ -228,6 +228,23 @@ class Space:
             out[p.name] = v
         return Config(out)
 
+    def complete(self, values: Mapping[str, Any],
+                 limits: Mapping[str, Any] | None = None) -> Config:
+        """The config with ``values`` (some of the tunables, checked) and, for the others, the
+        first values in declaration order that satisfy every ``require`` with them: a partial
+        ``--config num_warps=4`` runs where the cell allows it, not at the first listed values
+        that a ``require BLOCK >= 32 * num_warps`` refuses. Where no completion is allowed (or
+        none among the first :data:`SCAN_CONFIGS`), the first listed values: the run then says
+        which ``require`` the given values break."""
+        fixed = self.config(values)
+        free = [p for p in self.params if p.name not in values]
+        combos = itertools.product(*(p.values for p in free))
+        for combo in itertools.islice(combos, SCAN_CONFIGS):
+            c = Config({**dict(fixed), **dict(zip((p.name for p in free), combo, strict=True))})
+            if not self.violations(c, limits):
+                return Config({n: c[n] for n in self.names})
+        return fixed
+
     def violations(self, config: Mapping[str, ParamValue],
                    limits: Mapping[str, Any] | None = None) -> list[str]:
         """Return the constraints ``config`` breaks, as readable reasons (empty = allowed)."""

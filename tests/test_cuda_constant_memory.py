@@ -2,7 +2,8 @@
 
 A kernel reading a ``__constant__`` filter used to get zeros and fail verification with no hint.
 Now the inputs give the symbol's value by its name and it is copied into the module; a symbol
-the inputs do not name is an error on its declaration line, also on a machine without a GPU.
+the kernel reads and the inputs do not name is an error on its declaration line, also on a
+machine without a GPU; one the kernel never reads needs no value.
 The copy itself is checked against a stand-in for CuPy's module (no GPU here).
 """
 
@@ -19,6 +20,7 @@ from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.execute import run_variant
 from jupyter_ktune.spec import parse_cell
+from test_static import needs_nvcc
 
 CONV = """\
 // ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK); block = BLOCK
@@ -93,3 +95,22 @@ def test_the_input_is_copied_into_the_symbol_and_an_oversized_one_is_refused():
     with pytest.raises(CellError) as e:
         fill(module, spec, symbols, without_filter())
     assert e.value.line == 4
+
+
+@needs_nvcc
+def test_a_constant_symbol_the_kernel_never_reads_needs_no_value(tmp_path, monkeypatch):
+    """An unused declaration (a table left from an earlier version) is no error: the static
+    report is made on a machine without a GPU, and fill() skips it on one (issue 36)."""
+    monkeypatch.setenv("KTUNE_CACHE_DIR", str(tmp_path))
+    unused = CONV.replace("__constant__ int offsets", "__constant__ float unused_taps[8];\n"
+                          "__constant__ int offsets")
+    spec = parse_cell("conv --backend cuda --inputs inputs", unused, {"inputs": with_filter})
+    assert [(s.name, s.read) for s in cell_constants(spec)] == [
+        ("filter", True), ("unused_taps", False), ("offsets", True)]
+    result = run_variant(spec, spec.space.config())
+    assert "has no value" not in result.reason, result.reason
+    assert result.status in (Status.CANNOT_RUN, Status.OK), result.reason
+    if result.status is Status.CANNOT_RUN:  # no GPU here: the static report was made
+        assert result.static is not None and result.static.cubin[:4] == b"\x7fELF"
+    module = SimpleNamespace(get_global={"filter": FakeGlobal(12)}.__getitem__)
+    fill(module, spec, cell_constants(spec), with_filter())  # no unused_taps needed

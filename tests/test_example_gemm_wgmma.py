@@ -80,7 +80,7 @@ def test_the_profile_build_of_an_sm_90a_cell_takes_the_nvcc_path(monkeypatch) ->
         seen.update(backend=backend, defines=dict(extra_defines))
         return types.SimpleNamespace(module="the cubin's module")
 
-    monkeypatch.setattr(profile, "compile_arch_specific", nvcc_build)
+    monkeypatch.setattr(profile, "compile_with_nvcc", nvcc_build)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace())  # NVRTC never asked
     spec = parse_cell("k --backend cuda --arch sm_90a",
                       '// ktune: B in [1]\nextern "C" __global__ void k(float* y) {}\n')

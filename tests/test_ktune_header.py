@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
 import shutil
 import subprocess
@@ -23,6 +21,7 @@ import pytest
 
 from jupyter_ktune.backends.cuda.source import include_dir
 from jupyter_ktune.swizzle import grouped_tile, swizzle_index, swizzle_offset
+from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 INCLUDE = include_dir()  # the installed package's, as the CUDA backend passes it
 HEADER = INCLUDE / "ktune.cuh"
@@ -256,45 +255,13 @@ def test_header_adds_no_dependencies(tmp_path: Path) -> None:
     assert deps("#include <ktune.cuh>\n") - deps("\n") == {str(HEADER)}
 
 
-def _load_nvrtc() -> ctypes.CDLL | None:
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        return ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
-    except Exception:  # noqa: BLE001 - any failure means: try the system paths
-        pass
-    import site
-    import sysconfig
-
-    # the nvidia-cuda-nvrtc wheel: site-packages/nvidia/cu13/lib (CUDA 13 layout)
-    roots = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
-    wheel_libs = sorted({str(p) for r in roots for p in Path(r).glob("nvidia/*/lib/libnvrtc.so.*")
-                         if "builtins" not in p.name})
-    for name in (*wheel_libs, "libnvrtc.so.13", "libnvrtc.so.12", ctypes.util.find_library("nvrtc")):
-        if name:
-            try:
-                return ctypes.CDLL(name)
-            except OSError:
-                continue
-    return None
-
-
 def test_compiles_under_nvrtc() -> None:
     """NVRTC, as CuPy RawModule uses it, compiles the kernel."""
-    nvrtc = _load_nvrtc()
+    nvrtc = load_nvrtc()
     if nvrtc is None:
         pytest.skip(
             "libnvrtc not found: pip install nvidia-cuda-nvrtc "
             "(or put CUDA's lib64 on LD_LIBRARY_PATH)"
         )
-    prog = ctypes.c_void_p()
-    src = DEVICE_KERNEL.encode()
-    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"cell.cu", 0, None, None) == 0
-    opts = [b"--gpu-architecture=sm_90", b"-I" + str(INCLUDE).encode()]
-    result = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-    size = ctypes.c_size_t()
-    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
-    assert result == 0, log.value.decode(errors="replace")
+    ok, log = nvrtc_compile(nvrtc, DEVICE_KERNEL, ["--gpu-architecture=sm_90", f"-I{INCLUDE}"])
+    assert ok, log

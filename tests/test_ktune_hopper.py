@@ -10,17 +10,15 @@ No GPU is needed: nvcc and cuobjdump/nvdisasm only.
 
 from __future__ import annotations
 
-import ctypes
 import shutil
-import site
 import subprocess
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from jupyter_ktune.measure.sass import SassMix, disassemble, parse_sass
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
+from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 INCLUDE = Path(__file__).resolve().parents[1] / "jupyter_ktune" / "include"
 
@@ -257,31 +255,12 @@ def test_descriptor_bits_match_ptx_layout(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _nvrtc() -> ctypes.CDLL | None:
-    roots = {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
-    for lib in sorted(p for r in roots for p in Path(r).glob("nvidia/*/lib/libnvrtc.so.*")
-                      if "builtins" not in p.name):
-        try:
-            return ctypes.CDLL(str(lib))
-        except OSError:
-            continue
-    return None
-
-
 def test_compiles_under_nvrtc_for_sm90a() -> None:
     """NVRTC (no system headers) compiles the whole header's use for sm_90a."""
-    nvrtc = _nvrtc()
+    nvrtc = load_nvrtc()
     if nvrtc is None:
         pytest.skip("libnvrtc not found: pip install nvidia-cuda-nvrtc")
     calls = " ".join(c for c, _ in PRIMITIVES.values())
-    src = KERNEL.replace("{CALL}", calls).encode()
-    prog = ctypes.c_void_p()
-    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"cell.cu", 0, None, None) == 0
-    opts = [b"--gpu-architecture=sm_90a", b"-std=c++17", b"-I" + str(INCLUDE).encode()]
-    result = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-    size = ctypes.c_size_t()
-    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
-    assert result == 0, log.value.decode(errors="replace")
+    ok, log = nvrtc_compile(nvrtc, KERNEL.replace("{CALL}", calls),
+                            ["--gpu-architecture=sm_90a", "-std=c++17", f"-I{INCLUDE}"])
+    assert ok, log

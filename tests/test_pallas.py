@@ -172,6 +172,46 @@ def test_mosaic_gpu_cell_cannot_run_on_a_cpu_and_never_runs(worker):
     assert "interpret mode" in r.reason and worker.pid == pid
 
 
+MOSAIC_GPU = """# ktune: BLOCK in [128]
+import functools
+import jax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+
+def double(BLOCK):
+    def call(x):
+        @functools.partial(plgpu.kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                           num_threads=2, thread_name="wg")
+        def kernel(x_ref, o_ref):
+            def body(smem):
+                smem[...] = x_ref[...] * 2
+                o_ref[...] = smem[...]
+            pl.run_scoped(body, plgpu.SMEM(x.shape, x.dtype), collective_axes="wg")
+        return kernel(x)
+    return call
+"""
+
+
+def test_a_mosaic_gpu_kernel_without_lowerings_gets_the_import_line_and_the_fix(worker):
+    """Without LOWERINGS a plgpu kernel ran in interpret mode and died inside JAX ("run_scoped
+    interpret rule does not support collective axes") with no line; now the line that imports
+    plgpu says what to add, and with it the cell is "cannot run here" on a CPU (issue 36)."""
+    ns = {"inputs": lambda: dict(x=np.ones(256, np.float32)),
+          "reference": lambda x, **_: {"o": 2 * x}}
+    line = "double --backend pallas --inputs inputs --reference reference --out o"
+    spec = parse_cell(line, MOSAIC_GPU, ns)
+    r = worker.run(spec, spec.space.default())
+    assert r.status is Status.COMPILE_ERROR
+    assert r.reason.startswith("[ktune] cell line 6: this cell writes a Mosaic GPU kernel"), \
+        r.reason
+    assert "collective axes" in r.reason and "LOWERINGS = ['mosaic_gpu']" in r.reason
+    fixed = parse_cell(line, MOSAIC_GPU.replace("import functools\n", "import functools\n"
+                                                "LOWERINGS = ['mosaic_gpu']\n"), ns)
+    r = worker.run(fixed, fixed.space.default())
+    assert r.status is Status.CANNOT_RUN and "needs an NVIDIA Hopper GPU" in r.reason
+
+
 def gpu(cc="9.0", kind="NVIDIA H200", cores=132):
     return SimpleNamespace(platform="gpu", device_kind=kind, compute_capability=cc,
                            core_count=cores)

@@ -71,3 +71,45 @@ def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):
     spec = parse_cell("k --backend triton", "@triton.jit\ndef k(x):\n    pass\n")
     with pytest.raises(CannotRun, match="pip install triton"):
         tb.BACKEND._module(spec)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_cuda_without_cupy_names_what_would_let_it_run_on_this_machine(gpu, monkeypatch,
+                                                                       tmp_path):
+    """No GPU: CuPy could not help, so the reason names a GPU (and no pip command), and the run
+    still shows the static report (issue 36). A GPU without CuPy: the command that adds it."""
+    import builtins
+    import sys
+
+    from jupyter_ktune.backends.cuda import backend as cb
+    from jupyter_ktune.results import Status
+    from jupyter_ktune.runner.execute import run_variant
+    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.toolchain import ToolNotFound, find_tool
+
+    real_import = builtins.__import__
+
+    def no_cupy(name, *args, **kwargs):
+        if name == "cupy":
+            raise ImportError("No module named 'cupy'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_cupy)
+    monkeypatch.setattr(cb, "nvidia_gpu_visible", lambda: gpu)
+    monkeypatch.setattr(cb, "BACKEND", cb.CudaBackend())
+    reason = cb.BACKEND.device().reason
+    if gpu:
+        assert 'python -m pip install "jupyter_ktune[cuda]"' in reason
+        return
+    assert "pip install" not in reason and "runs only on a machine with one" in reason
+    monkeypatch.setenv("KTUNE_CACHE_DIR", str(tmp_path))
+    spec = parse_cell("k --backend cuda --grid 1 --block 32",
+                      "__global__ void k(float* y) { y[threadIdx.x] = (float)M_PI; }\n")
+    result = run_variant(spec, spec.space.config())
+    assert result.status is Status.CANNOT_RUN and result.reason == reason
+    try:
+        find_tool("nvcc")
+    except ToolNotFound:
+        return
+    assert result.static is not None and result.static.kernels

@@ -252,3 +252,26 @@ def test_error_text_keeps_an_ellipsis_in_the_fix():
         eval_expr(compile_expr("TILE", 2, "grid"), {}, "TILE", 2)
     assert "// ktune: TILE in [...]" in e.value.fix  # the attribute is intact
     assert "// ktune: TILE in [...]" in str(e.value)
+
+
+def test_a_partial_config_is_completed_with_the_first_values_every_require_allows():
+    """``--config num_warps=4`` on a cell whose first config runs: the other tunables take the
+    first values allowed with num_warps=4 (issue 36), not the first listed (BLOCK=32, which the
+    require refuses)."""
+    from jupyter_ktune.api import choose_config
+    from jupyter_ktune.spec import parse_cell
+
+    spec = parse_cell("k --backend cuda --config num_warps=4",
+                      "// ktune: BLOCK in [32, 64, 128, 256]; num_warps in [1, 2, 4]\n"
+                      "// ktune: STAGES in [2, 3]\n"
+                      "// ktune: require BLOCK >= 32 * num_warps and BLOCK * STAGES <= SMEM\n"
+                      "__global__ void k(float* y) {}\n")
+    assert dict(choose_config(spec, limits={"SMEM": 1024})) == {"BLOCK": 128, "num_warps": 4,
+                                                                "STAGES": 2}
+    assert dict(choose_config(spec, {"STAGES": 3}, {"SMEM": 384})) == {
+        "BLOCK": 128, "num_warps": 4, "STAGES": 3}
+    # nothing completes it: the given values with the first listed, for the run to refuse
+    assert dict(choose_config(spec, {"STAGES": 3}, {"SMEM": 256})) == {
+        "BLOCK": 32, "num_warps": 4, "STAGES": 3}
+    assert dict(choose_config(spec, limits={"SMEM": 1024})) == dict(
+        spec.space.complete({"num_warps": 4}, {"SMEM": 1024}))

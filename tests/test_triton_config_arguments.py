@@ -75,6 +75,21 @@ def test_a_block_that_is_not_the_tile_fails_verification(worker):
     assert r.status is Status.COMPILE_ERROR and "shape" in r.reason, r.reason
 
 
+def test_arrays_given_for_descriptors_get_the_fix_on_the_line_that_uses_them(worker):
+    """Arrays where the kernel takes descriptors failed under the interpreter with "'tensor'
+    object has no attribute 'load'" (issue 36): now one line names the fix."""
+    def arrays():
+        x = np.random.rand(64, 64).astype(np.float32)
+        return dict(x_desc=x, y_desc=np.empty_like(x), M=64, N=64)
+
+    spec = parse_cell(LINE, DIRECTIVES + KERNEL, {"inputs": arrays, "reference": reference})
+    r = run_kernel(spec, {"BM": 16, "BN": 16}, worker=worker)
+    assert r.status is not Status.OK and "has no attribute" not in r.reason, r.reason
+    assert ("cell line 8: kernel parameter 'x_desc' is a tensor descriptor (x_desc.load/store "
+            "on this line) but the inputs give it a ndarray") in r.reason, r.reason
+    assert "x_desc=TensorDescriptor.from_tensor(array, [1, 1])" in r.reason
+
+
 def sums_inputs(M=1000):
     x = np.random.rand(M).astype(np.float32)
     return dict(x=x, partial=np.empty(1, np.float32), M=M)  # resized per config by directive

@@ -16,8 +16,10 @@ checked by the type checker and by ``tests/test_backend_protocol.py``.
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 #: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch,
@@ -61,6 +63,16 @@ class DeviceInfo:
 def device_limits(device: DeviceInfo) -> dict[str, int]:
     """The device's limits, the sm_90 values where it has none (no device here)."""
     return {**DEFAULT_LIMITS, **device.limits}
+
+
+def nvidia_gpu_visible() -> bool:
+    """Whether this machine shows an NVIDIA GPU to this process (its device node or the
+    driver's list), asked without importing a CUDA library: what decides whether installing a
+    GPU runtime (CuPy) could let a kernel run here at all."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return Path("/dev/nvidia0").exists() or (gpus.is_dir() and any(gpus.iterdir()))
 
 
 def limits_for(spec: KernelSpec, device: DeviceInfo) -> dict[str, Any]:

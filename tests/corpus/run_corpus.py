@@ -2,6 +2,12 @@
 
     python tests/corpus/run_corpus.py [--only ID,ID] [--json out.json] [--markdown]
 
+On the H200, the whole corpus on the GPU, its raw outcomes kept and the docs table redrawn with
+the "verified on the H200" column filled from them::
+
+    python tests/corpus/run_corpus.py --device --json bench/results/corpus_h200/DATE.json \
+        --markdown --h200 bench/results/corpus_h200/DATE.json
+
 Each entry's cell is built from the installed package's source plus our magic line, and run
 through ``jupyter_ktune.run_kernel`` in one device worker: Triton's interpreter and Pallas'
 interpret mode on a CPU, an sm_90 static compile for CUDA C++. The result per kernel is its
@@ -47,7 +53,8 @@ def toolchain_versions() -> dict[str, str]:
     """Versions of what the corpus runs on (packages that are not installed are left out)."""
     out = {}
     for dist in ("triton", "torch", "jax", "jaxlib", "numpy", "liger-kernel", "fla-core",
-                 "xformers", "flag-gems", "tokamax", "nvidia-cutlass", "nvidia-cuda-cccl"):
+                 "xformers", "flag-gems", "tokamax", "nvidia-cutlass", "nvidia-cuda-cccl",
+                 "unsloth", "torchao", "cupy-cuda13x"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -69,24 +76,32 @@ def run(ids: list[str] | None = None, worker=None) -> list:
         return [run_entry(e, w) for e in chosen]
 
 
-def markdown(outcomes: list) -> str:
-    """The docs/corpus.md table rows for these outcomes."""
+def _said(o) -> str:
+    """One outcome as a table cell: ``pass: verified`` or ``**status**: reason``."""
+    return "pass: " + o.reason if o.passed else f"**{o.status}**: {o.reason}"
+
+
+def markdown(outcomes: list, h200: list | None = None) -> str:
+    """The docs/corpus.md table rows for these outcomes; ``h200``, the outcomes of a device run
+    (``--device --json``), fills the "verified on the H200" column."""
     from corpus.entries import BY_ID
 
+    on_gpu = {o.id: o for o in h200 or []}
     head = ("| id | kernel | package | construct | lines changed | lines ours | CPU, as written "
-            "| CPU, with today's directive workarounds | H200 |\n"
+            "| CPU, with today's directive workarounds | verified on the H200 |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     rows = []
     for o in outcomes:
         e = BY_ID[o.id]
-        result = "pass: " + o.reason if o.passed else f"**{o.status}**: {o.reason}"
+        result = _said(o)
         first = o.as_written.split(". ")[0]
         later = (f"{result} (after {len(o.workarounds)}: "
                  f"{'; '.join(dict.fromkeys(o.workarounds))})" if o.workarounds else "same")
+        gpu = _said(on_gpu[o.id]) if o.id in on_gpu else ""
         cells = [c.replace("|", "\\|").replace("[ktune] ", "")[:260]
-                 for c in (first, later)]
+                 for c in (first, later, gpu)]
         rows.append(f"| {o.id} | `{e.ref}` | {e.dist} {o.version} | {e.construct} | "
-                    f"{o.changed} | {o.ours} | {cells[0]} | {cells[1]} | |")  # H200: the lead's
+                    f"{o.changed} | {o.ours} | {cells[0]} | {cells[1]} | {cells[2]} |")
     return "\n".join([head, *rows])
 
 
@@ -105,21 +120,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the outcomes here")
     ap.add_argument("--markdown", action="store_true", help="print the docs table")
     ap.add_argument("--from-json", type=Path, help="redraw from saved outcomes, run nothing")
+    ap.add_argument("--h200", type=Path,
+                    help="a device run's --json: fills the table's 'verified on the H200' column")
     args = ap.parse_args(argv)
     if args.device:
         os.environ["KTUNE_FORCE_INTERPRET"] = "0"
     prepare_environment()
+    h200 = from_json(args.h200) if args.h200 and args.h200.exists() else None
     if args.from_json:
-        print(markdown(from_json(args.from_json)))
+        print(markdown(from_json(args.from_json), h200))
         return 0
     outcomes = run(args.only.split(",") if args.only else None)
     for o in outcomes:
         print(f"{o.id:28} {o.status:16} changed={o.changed} {o.reason[:150]}", flush=True)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"versions": toolchain_versions(),
                                          "outcomes": [asdict(o) for o in outcomes]}, indent=1))
     if args.markdown:
-        print(markdown(outcomes))
+        h200 = from_json(args.h200) if args.h200 and args.h200.exists() else None
+        print(markdown(outcomes, h200))
     passed = sum(o.passed for o in outcomes)
     print(f"{passed} of {len(outcomes)} kernels pass on this machine")
     return 0

@@ -83,16 +83,21 @@ def python_segments(path: Path, take: tuple[str, ...]) -> str:
     """The top-level statements of ``path`` that define the names in ``take``, verbatim.
 
     Statements keep their file order, decorators and comments inside them; ``"imports"`` in
-    ``take`` selects every top-level import (and import-only ``if``/``try`` blocks).
+    ``take`` selects every top-level import (and import-only ``if``/``try`` blocks); a later
+    assignment that binds a taken name again comes with it.
     """
     text = path.read_text()
     lines = text.splitlines()
     tree = ast.parse(text)
-    wanted, chunks = set(take), []
+    wanted, taken, chunks = set(take), set(), []
     for node in tree.body:
-        if (IMPORTS in wanted and _is_import_block(node)) or _defines(node) & wanted:
+        # a name taken is taken with every later statement that binds it again, as the module
+        # runs them: unsloth's ``kernel = triton.jit(kernel)``, then ``triton.heuristics(...)``
+        if ((IMPORTS in wanted and _is_import_block(node)) or _defines(node) & wanted
+                or (isinstance(node, ast.Assign) and _defines(node) & taken)):
             first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
             chunks.append("\n".join(lines[first - 1:node.end_lineno]))
+            taken |= _defines(node) & wanted
             wanted -= _defines(node)
     missing = sorted(wanted - {IMPORTS})
     if missing:
@@ -105,12 +110,15 @@ _CUDA_DEF = (r"(?:template\s*<[^{;]*?>\s*)?(?:static\s+)?__global__\s+(?:void|\w
 
 
 def cuda_function(path: Path, name: str) -> str:
-    """The definition of ``name`` (with its ``template<...>`` line) from a CUDA source file."""
+    """The definition of ``name`` (with its ``template<...>`` line) from a CUDA source file: a
+    ``__global__`` kernel, or a helper function the kernel calls."""
     text = path.read_text()
     m = re.search(_CUDA_DEF.replace("NAME", re.escape(name)), text)
-    if m is None:  # e.g. "__global__ static\n__launch_bounds__(...)\nvoid\nNAME(": the
-        # definition (with its template line) starts after the previous blank line
-        m = re.search(rf"^{re.escape(name)}\s*\(", text, flags=re.M)
+    if m is None:  # e.g. "__global__ static\n__launch_bounds__(...)\nvoid\nNAME(", or a
+        # helper "__device__ __forceinline__ int NAME(": the definition (with its template
+        # line) starts after the previous blank line
+        m = re.search(rf"^(?:[A-Za-z_][\w:<>*&]*[ \t]+)*{re.escape(name)}\s*\(", text,
+                      flags=re.M)
         if m is None:
             raise LookupError(f"{path}: no function {name}")
         start = text.rfind("\n\n", 0, m.start()) + 2

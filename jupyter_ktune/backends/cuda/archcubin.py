@@ -1,19 +1,24 @@
-"""nvcc's cubin loaded into CuPy: for arch-specific targets, and for a sweep's precompiled configs.
+"""nvcc's cubin loaded into CuPy: one build per cell, for the static report and the run alike.
 
-wgmma and setmaxnreg exist only in code built for the arch-specific target sm_90a, and CuPy's
-``RawModule`` cannot build for it: it appends its own ``-arch=sm_<cc>`` (an integer) to
-NVRTC's options. So for a cell whose magic line says ``--arch sm_90a`` (or another ``a``/``f``
-target) the worker builds the variant exactly as the static report does (nvcc,
-``-gencode=arch=compute_90a,code=sm_90a -lineinfo``, the same macros), which also means the
-static report describes the very binary that is timed, and loads that cubin with
-``cupy.RawModule(path=...)``. nvcc must be on the GPU machine's PATH (it is on the H200 image).
+A cell's static report is nvcc's build (``nvcc -cubin``, the host compiler's headers and
+predefined macros, ``-lineinfo -std=c++17``, the tunables as ``-D``). The run used to be a
+second build, NVRTC through CuPy, which has no host headers: ``M_PI``, ``INFINITY``,
+``#include <cmath>`` compiled for the report and failed on the GPU (issue 36). So wherever nvcc
+is found (:func:`nvcc_runs`; it is on the H200 image, and comes as a wheel with the ``lab``
+extra) the worker loads the report's own cubin with ``cupy.RawModule(path=...)``: the static
+report describes the very binary that is timed, for single runs, the panel, sweeps and
+pipelines alike. The backend builds each variant once (:meth:`CudaBackend.nvcc_report` is
+shared by the report thread and the run). NVRTC remains only where nvcc is absent
+(:mod:`.nvrtc` gives it what nvcc's headers give).
 
-A sweep's compile pool builds every config's static report with nvcc anyway (the same source,
-macros, ``-lineinfo`` and ``-std=c++17`` as NVRTC's build). When that report's cubin is for the
-device's own architecture the worker loads it (:func:`load_prebuilt`) instead of NVRTC-compiling
-the config again, serially, on the sweep's critical path: on Kernel Tuner's convolution that
-recompile was most of the sweep's wall time (bench/results/convolution_vs_kernel_tuner/
-2026-12-03-0717: 36.8 s of 44.2 s). Here too the static report describes the binary timed.
+Arch-specific targets (``--arch sm_90a``: wgmma, setmaxnreg) always need nvcc: CuPy's
+``RawModule`` appends its own ``-arch=sm_<cc>`` (an integer) to NVRTC's options.
+
+A sweep's compile pool builds every config's static report with nvcc in other processes; when
+that report's cubin is for the device's own architecture the worker loads it
+(:func:`load_prebuilt`) instead of compiling the config again, serially, on the sweep's critical
+path: on Kernel Tuner's convolution that recompile was most of the sweep's wall time
+(bench/results/convolution_vs_kernel_tuner/2026-12-03-0717: 36.8 s of 44.2 s).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ktune.backends.cuda.launch import CudaVariant
-from jupyter_ktune.backends.cuda.source import cell_constants, name_expression, parse_signature
+from jupyter_ktune.backends.cuda.pipeline import PipelineVariant, kernels
+from jupyter_ktune.backends.cuda.source import cell_constants, name_expression
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
 _ARCH_SPECIFIC = re.compile(r"sm_\d+[af]")
 
@@ -38,6 +45,18 @@ _ARCH_SPECIFIC = re.compile(r"sm_\d+[af]")
 def is_arch_specific(arch: str) -> bool:
     """``sm_90a``, ``sm_100a``, ``sm_100f``: targets NVRTC-through-CuPy cannot build."""
     return bool(_ARCH_SPECIFIC.fullmatch(arch))
+
+
+def nvcc_runs(arch: str) -> bool:
+    """Whether the run loads nvcc's cubin (the static report's build): an arch-specific target,
+    or any target where nvcc is found. Else NVRTC builds the run's variant."""
+    if is_arch_specific(arch):
+        return True
+    try:
+        find_tool("nvcc")
+    except ToolNotFound:
+        return False
+    return True
 
 
 #: ``(int)256`` as cu++filt writes a template's integer argument, and literal suffixes
@@ -85,35 +104,52 @@ def runs_on(report_arch: str, device: Any) -> bool:
     return bool(cc) and re.sub(r"[af]$", "", report_arch or "") == "sm_" + cc.replace(".", "")
 
 
-def load_cubin(backend: Any, spec: KernelSpec, config: Config, report: Any) -> CudaVariant:
-    """Load ``report``'s cubin (nvcc's build of the variant) and return the variant."""
+def load_cubin(backend: Any, spec: KernelSpec, config: Config, report: Any
+               ) -> CudaVariant | PipelineVariant:
+    """Load ``report``'s cubin (nvcc's build of the variant) and return the variant, or the
+    pipeline of every stage's kernel from the one cubin."""
     import cupy
 
-    sig = parse_signature(spec)
     cxx = spec.space.cxx_env(config)
-    types = type_arguments(spec, sig)
-    expr = name_expression(spec, sig, cxx, types)
-    symbol = kernel_symbol(report.kernels, spec, expr)
     # the cubin just built, loaded from a fresh private folder (mkdtemp: mode 0700, a random
     # name): never a file found in a shared place (issue 15, the compile cache)
     with tempfile.TemporaryDirectory(prefix="ktune-cubin-") as tmp:
         path = Path(tmp) / f"{spec.name}-{hashlib.sha256(report.cubin).hexdigest()[:16]}.cubin"
         path.write_bytes(report.cubin)
         module = cupy.RawModule(path=str(path))
-        fn = module.get_function(symbol)
-        fn.num_regs  # loads the module now, not at the first launch  # noqa: B018
-    variant = CudaVariant(spec, sig, cxx, fn, expr, backend.device().limits, types)
-    # the module stays loaded as long as the variant lives; its __constant__ symbols get inputs
-    variant.module, variant.constants = module, cell_constants(spec)
-    return variant
+        loaded = []
+        for one, sig in kernels(spec):
+            types = type_arguments(one, sig)
+            expr = name_expression(one, sig, cxx, types)
+            fn = module.get_function(kernel_symbol(report.kernels, one, expr))
+            fn.num_regs  # loads the module now, not at the first launch  # noqa: B018
+            loaded.append((one, sig, types, expr, fn))
+    return cell_variant(backend, spec, cxx, module, loaded)
+
+
+def cell_variant(backend: Any, spec: KernelSpec, cxx: dict[str, int], module: Any,
+                 loaded: list[tuple[KernelSpec, Any, dict[str, str], str, Any]]
+                 ) -> CudaVariant | PipelineVariant:
+    """The variant of a loaded module, from each kernel's (spec, signature, types, name
+    expression, function): the one kernel, or the pipeline of the stages."""
+    variants = []
+    for one, sig, types, expr, fn in loaded:
+        variant = CudaVariant(one, sig, cxx, fn, expr, backend.device().limits, types)
+        # the module stays loaded as long as the variant lives; its __constant__ symbols get
+        # inputs
+        variant.module, variant.constants = module, cell_constants(spec)
+        variants.append(variant)
+    if spec.pipeline is None:
+        return variants[0]
+    return PipelineVariant(spec, variants, backend.timer())
 
 
 def load_prebuilt(backend: Any, spec: KernelSpec, config: Config, report: Any
-                  ) -> CudaVariant | None:
+                  ) -> CudaVariant | PipelineVariant | None:
     """The variant from a static report built ahead (a sweep's pool), or None where that
-    report cannot be what NVRTC would have built: a pipeline (several kernels, shared
-    constants), no cubin, a cubin for another architecture, or a kernel not found in it."""
-    if spec.pipeline is not None or not getattr(report, "cubin", b""):
+    report cannot be loaded: no cubin, a cubin for another architecture, or a kernel not
+    found in it."""
+    if not getattr(report, "cubin", b""):
         return None
     if not runs_on(getattr(report, "arch", ""), backend.device()):
         return None
@@ -123,10 +159,11 @@ def load_prebuilt(backend: Any, spec: KernelSpec, config: Config, report: Any
         return None
 
 
-def compile_arch_specific(backend: Any, spec: KernelSpec, config: Config,
-                          extra_defines: Mapping[str, str] | None = None) -> CudaVariant:
-    """Build the variant with nvcc (through the backend's static report) and load its cubin;
-    ``extra_defines`` for the scope trace's build (``variant.module`` gives its globals)."""
+def compile_with_nvcc(backend: Any, spec: KernelSpec, config: Config,
+                      extra_defines: Mapping[str, str] | None = None
+                      ) -> CudaVariant | PipelineVariant:
+    """Build the variant with nvcc (the backend's static report, built once) and load its
+    cubin; ``extra_defines`` for the scope trace's build (``variant.module`` its globals)."""
     # raises CompileFailure with cell lines
     report = backend.nvcc_report(spec, config, extra_defines=extra_defines)
     return load_cubin(backend, spec, config, report)

@@ -1,9 +1,13 @@
-"""CUDA C++ backend: NVRTC through CuPy to run, nvcc for the static report on any machine.
+"""CUDA C++ backend: nvcc builds each variant once, for its static report and for the run.
 
-In a sweep the compile pool's nvcc build is the one that runs: its cubin is loaded in the
-worker (:meth:`CudaBackend.load_prebuilt`), so configs compile in parallel on the CPU cores.
+The run loads the static report's own cubin wherever nvcc is found (:mod:`.archcubin`): the
+binary timed is the one described, with the host headers and macros nvcc gives (``M_PI``,
+``INFINITY``, ``<cmath>``). Without nvcc the run is NVRTC's build through CuPy, given the same
+macros and stand-ins for the headers (:mod:`.nvrtc`). In a sweep the compile pool's nvcc build
+is loaded in the worker (:meth:`CudaBackend.load_prebuilt`), so configs compile in parallel on
+the CPU cores.
 
-Runtime compilation always passes ``-lineinfo`` (so ncu and the per-line stall view can map SASS
+Compilation always passes ``-lineinfo`` (so ncu and the per-line stall view can map SASS
 back to cell lines) and ``-I`` to the folder holding ``ktune.cuh``. The package: :mod:`.source`
 (the cell as C++), :mod:`.launch` (variant and binding), :mod:`.timer` (CuPy events, L2 flush),
 :mod:`.profile` (KT_SCOPE traces). CuPy is imported only inside the worker process: the notebook
@@ -14,16 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DeviceInfo, Variant, device_limits
+from jupyter_ktune.backends.base import (
+    COMPILE_ONLY_ENV,
+    DeviceInfo,
+    Variant,
+    device_limits,
+    nvidia_gpu_visible,
+)
 from jupyter_ktune.backends.cache_folder import cache_dir, cached_text
 from jupyter_ktune.backends.cuda.archcubin import (
-    compile_arch_specific,
-    is_arch_specific,
+    cell_variant,
+    compile_with_nvcc,
     load_prebuilt,
+    nvcc_runs,
 )
 from jupyter_ktune.backends.cuda.constants import check_names
 from jupyter_ktune.backends.cuda.includes import include_dirs
@@ -48,9 +62,9 @@ from jupyter_ktune.backends.cuda.source import (
     instantiation,
     macro_defines,
     name_expression,
-    nvrtc_options,
     parse_diagnostics,
 )
+from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.torch_interop import start_warming
@@ -62,6 +76,11 @@ from jupyter_ktune.spec import KernelSpec
 
 # CUDA errors after which the context is unusable (sticky): the worker must restart.
 _STICKY = {700, 702, 710, 714, 715, 716, 717, 718, 719, 999}
+#: Why a CUDA C++ cell does not run on a machine without an NVIDIA GPU: what would let it run.
+NO_GPU = ("no NVIDIA GPU here: a CUDA C++ kernel runs only on a machine with one (and CuPy "
+          "there); this machine compiles it and shows its static report")
+#: nvcc builds kept per worker (cubin and report): the run and the report thread share one
+_BUILDS_KEPT = 64
 
 
 class CudaBackend:
@@ -91,9 +110,11 @@ class CudaBackend:
         try:
             import cupy
         except ImportError:
-            return DeviceInfo(False, "no CuPy", reason="CUDA C++ cannot run here without CuPy "
-                              "and an NVIDIA GPU; the static report works without them. "
-                              + install_hint("cupy"))
+            if not nvidia_gpu_visible():  # installing CuPy could not help on this machine
+                return DeviceInfo(False, "CPU only", reason=NO_GPU)
+            return DeviceInfo(False, "no CuPy", reason="CUDA C++ runs on this machine's GPU "
+                              "through CuPy, which is not installed; the static report works "
+                              "without it. " + install_hint("cupy"))
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # noqa: BLE001 - no driver / no device
@@ -101,8 +122,7 @@ class CudaBackend:
         else:
             why = "no CUDA device"
         if count == 0:
-            return DeviceInfo(False, "CPU only", reason="no CUDA GPU here: CUDA C++ compiles "
-                              f"and shows its static report, but cannot run (CuPy: {why})")
+            return DeviceInfo(False, "CPU only", reason=f"{NO_GPU} (CuPy: {why})")
         from jupyter_ktune.measure.clocks import driver_version
 
         dev = cupy.cuda.Device()
@@ -137,7 +157,7 @@ class CudaBackend:
                     extra_defines: Mapping[str, str] | None = None) -> Any:
         """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
         cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
-        from jupyter_ktune.measure.static import CompileError, compile_static
+        from jupyter_ktune.measure.static import CompileError, compile_static, in_sweep_pool
 
         stages = kernels(spec)
         cxx = spec.space.cxx_env(config)
@@ -154,16 +174,47 @@ class CudaBackend:
             for one, one_sig in stages)
         # in the private cache folder, by content hash, never written through a link (issue 15)
         path, _ = cached_text(cache_dir(), spec.name, ".cu", src)
-        try:
-            rep = compile_static(path, arch=spec.options.arch,
-                                 defines=defines,
-                                 include_dirs=[include_dir(), *include_dirs(spec)],
-                                 extra_flags=("-std=c++17",),
-                                 threads_per_block=static_block(first, cxx))
-            return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
-        except CompileError as exc:
-            raise CompileFailure("cuda (nvcc)", exc.log,
-                                 parse_diagnostics(exc.log, first_sig.line, defines)) from None
+        folders = [include_dir(), *include_dirs(spec)]
+        threads = static_block(first, cxx)
+
+        def build() -> Any:
+            try:
+                rep = compile_static(path, arch=spec.options.arch, defines=defines,
+                                     include_dirs=folders, extra_flags=("-std=c++17",),
+                                     threads_per_block=threads)
+                return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
+            except CompileError as exc:
+                raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(
+                    exc.log, first_sig.line, defines)) from None
+
+        key = (str(path), spec.options.arch, tuple(defines.items()), tuple(map(str, folders)),
+               threads, static_smem(first, cxx), in_sweep_pool())
+        return self._once(key, build)
+
+    def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """``build()``'s result, built once per key in this process: the report thread and the
+        run ask for the same variant at once, and the second waits for the first's nvcc."""
+        with self._builds_lock:
+            future = self._builds.get(key)
+            mine = future is None
+            if mine:
+                future = self._builds[key] = Future()
+                while len(self._builds) > _BUILDS_KEPT:
+                    self._builds.popitem(last=False)
+        if mine:
+            try:
+                future.set_result(build())
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiter, then raised
+                future.set_exception(exc)
+        return future.result()
+
+    @cached_property
+    def _builds(self) -> OrderedDict[tuple, Future]:
+        return OrderedDict()
+
+    @cached_property
+    def _builds_lock(self) -> threading.Lock:
+        return threading.Lock()
 
     def _check_block(self, spec: KernelSpec, threads: int | None) -> None:
         """A block over the device's threads-per-block limit never launches, with or without a
@@ -179,10 +230,10 @@ class CudaBackend:
         raise CompileFailure("cuda", text, [Diagnostic(line, "error", text)])
 
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant | PipelineVariant:
-        """NVRTC-compile and load the variant, or every stage of a pipeline (worker only);
-        nvcc for sm_90a (:mod:`.archcubin`)."""
-        if is_arch_specific(spec.options.arch):
-            return compile_arch_specific(self, spec, config)
+        """Load the variant, or every stage of a pipeline (worker only): nvcc's cubin, the
+        static report's own build, wherever nvcc is found (:mod:`.archcubin`); else NVRTC."""
+        if nvcc_runs(spec.options.arch):
+            return compile_with_nvcc(self, spec, config)
         import cupy
 
         stages = kernels(spec)
@@ -203,14 +254,9 @@ class CudaBackend:
             log = exc.get_message()
             raise CompileFailure("cuda (NVRTC)", log, parse_diagnostics(
                 log, stages[0][1].line, macro_defines(spec, sig, cxx))) from None
-        variants = []
-        for (one, one_sig, types), fn, expr in zip(typed, fns, exprs, strict=True):
-            variant = CudaVariant(one, one_sig, cxx, fn, expr, self.device().limits, types)
-            variant.module, variant.constants = module, cell_constants(spec)
-            variants.append(variant)
-        if spec.pipeline is None:
-            return variants[0]
-        return PipelineVariant(spec, variants, self.timer())
+        return cell_variant(self, spec, cxx, module, [
+            (one, one_sig, types, expr, fn)
+            for (one, one_sig, types), fn, expr in zip(typed, fns, exprs, strict=True)])
 
     def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> CudaVariant | None:
         """The variant from a static report built ahead by a sweep's pool (its nvcc cubin),

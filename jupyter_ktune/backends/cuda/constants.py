@@ -3,8 +3,10 @@
 A kernel that reads a ``__constant__`` array (a convolution filter, a lookup table) gets it from
 the inputs dict under the symbol's name: ``inputs()`` returns ``filter=np.array(...)`` and the
 bytes are copied into the module's symbol when the variant is bound, before it runs and is
-verified. A ``__constant__`` symbol that the inputs do not name would silently read zeros, so it
-is an error on its declaration line, on a GPU and (from the inputs' names) without one.
+verified. A ``__constant__`` symbol that the kernel reads and the inputs do not name would
+silently read zeros, so it is an error on its declaration line, on a GPU and (from the inputs'
+names) without one. One that nothing in the cell names besides its declaration (a table left
+from an earlier version, a header's leftover) needs no value.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class ConstantSymbol:
     line: int
     initialised: bool
     nbytes: int | None = None  # from the declaration, when its type and sizes are literal
+    read: bool = True  # named anywhere in the cell besides its declaration
 
 
 #: bytes of the scalar types a ``__constant__`` array is usually declared with
@@ -58,15 +61,23 @@ def constant_symbols(spec: KernelSpec, stripped: str) -> tuple[ConstantSymbol, .
     return tuple(ConstantSymbol(m.group("name"),
                                 spec.body_line + stripped.count("\n", 0, m.start()),
                                 m.group("init") is not None,
-                                declared_bytes(m.group("decl"), m.group("dims") or ""))
+                                declared_bytes(m.group("decl"), m.group("dims") or ""),
+                                _named_elsewhere(stripped, m))
                  for m in _DECL.finditer(stripped))
+
+
+def _named_elsewhere(stripped: str, decl: re.Match[str]) -> bool:
+    """Whether the declared name appears in the source outside its own declaration."""
+    rest = stripped[:decl.start()] + " " + stripped[decl.end():]
+    return re.search(rf"\b{re.escape(decl.group('name'))}\b", rest) is not None
 
 
 def check_names(spec: KernelSpec, symbols: tuple[ConstantSymbol, ...],
                 names: Mapping[str, Any]) -> None:
-    """Every uninitialised ``__constant__`` symbol needs an input of its name."""
+    """Every uninitialised ``__constant__`` symbol the kernel reads needs an input of its
+    name."""
     for sym in symbols:
-        if not sym.initialised and sym.name not in names:
+        if not sym.initialised and sym.read and sym.name not in names:
             given = ", ".join(names) or "nothing"
             raise CellError(f"__constant__ {sym.name} has no value: the inputs function returns "
                             f"no '{sym.name}' (it returns {given}), so the kernel would read "

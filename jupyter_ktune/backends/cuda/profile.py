@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.backends.cuda.archcubin import compile_arch_specific, is_arch_specific
+from jupyter_ktune.backends.cuda.archcubin import compile_with_nvcc, nvcc_runs
 from jupyter_ktune.backends.cuda.launch import CudaVariant
 from jupyter_ktune.backends.cuda.source import (
     cell_constants,
     device_source,
     macro_defines,
     name_expression,
-    nvrtc_options,
     parse_signature,
 )
+from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.measure.breakdown import Breakdown, pair_edges
 from jupyter_ktune.measure.clocks import read_clocks
@@ -228,16 +228,16 @@ def _pairs(tag: np.ndarray, is_end: np.ndarray, cyc: np.ndarray
 def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
                          limits: Mapping[str, int], backend: Any = None
                          ) -> tuple[CudaVariant, Any]:
-    """Build the variant with ``-DKT_PROFILE`` and the sampling macros: with NVRTC, or for an
-    arch-specific target (``--arch sm_90a``: wgmma, setmaxnreg) with nvcc, as the timed
-    variant of such a cell is built (:mod:`.archcubin`), since NVRTC through CuPy cannot.
+    """Build the variant with ``-DKT_PROFILE`` and the sampling macros, as the timed variant is
+    built (:mod:`.archcubin`): with nvcc wherever it is found (always for an arch-specific
+    target, ``--arch sm_90a``, which NVRTC through CuPy cannot build), else with NVRTC.
 
     Returns ``(variant, module)``; the module gives the ``kt_profile_out`` pointer.
     """
     import cupy
 
-    if is_arch_specific(spec.options.arch):
-        variant = compile_arch_specific(backend, spec, config, sampling.defines())
+    if nvcc_runs(spec.options.arch):
+        variant = compile_with_nvcc(backend, spec, config, sampling.defines())
         return variant, variant.module
 
     sig = parse_signature(spec)

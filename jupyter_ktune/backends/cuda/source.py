@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.cuda.constants import ConstantSymbol, constant_symbols
-from jupyter_ktune.backends.cuda.includes import header_hint, include_dirs
+from jupyter_ktune.backends.cuda.includes import header_hint
 from jupyter_ktune.backends.cuda.templates import (
     literal_pragmas,
     substitute,
@@ -257,14 +257,6 @@ def macro_defines(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int]) -
     out = {k: str(v) for k, v in cxx.items() if k not in sig.template_params}
     out["KTUNE"] = "1"
     return out
-
-
-def nvrtc_options(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int],
-                  extra: Mapping[str, Any] | None = None) -> tuple[str, ...]:
-    """NVRTC flags: line info, C++17, ``ktune.cuh`` and the cell's include folders, macros."""
-    defines = {**macro_defines(spec, sig, cxx), **(extra or {})}
-    return ("-lineinfo", "-std=c++17", f"-I{include_dir()}",
-            *(f"-I{d}" for d in include_dirs(spec)), *(f"-D{k}={v}" for k, v in defines.items()))
 
 
 def device_source(spec: KernelSpec, macros: Mapping[str, Any] | None = None,

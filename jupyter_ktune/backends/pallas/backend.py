@@ -74,8 +74,10 @@ from jupyter_ktune.backends.pallas.cell import (
     detect_target,
     failure_at,
     load_cell,
+    mosaic_gpu_import,
     parse_cell_source,
     takes_arrays,
+    without_lowerings,
 )
 from jupyter_ktune.backends.pallas.launch import PallasVariant
 from jupyter_ktune.backends.pallas.profile import mosaic_lowering, profile_pallas
@@ -172,6 +174,15 @@ class PallasBackend:
         except CellError as exc:
             raise failure_at(exc.line, exc.message) from None
         lowering = choose_lowering(cell_lowerings(spec, tree), self.target)
+        try:
+            return self._build_with(spec, config, lowering)
+        except CompileFailure as exc:
+            line = mosaic_gpu_import(tree)
+            if line is None or lowering == "mosaic_gpu":
+                raise
+            raise without_lowerings(exc, line, lowering) from None
+
+    def _build_with(self, spec: KernelSpec, config: Config, lowering: str) -> PallasVariant:
         module = load_cell(spec, lowering)
         path = Path(module.__file__ or "")
         factory = module.__dict__.get(spec.name)

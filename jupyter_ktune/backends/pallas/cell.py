@@ -100,6 +100,34 @@ def choose_lowering(wanted: Sequence[str], target: Target) -> str:
     raise CannotRun(f"[ktune] this cell needs {_NEEDS[wanted[0]]}; this machine has {here}")
 
 
+def mosaic_gpu_import(tree: ast.Module) -> int | None:
+    """The cell line that imports Pallas' Mosaic GPU (``plgpu``) in a cell that names no
+    ``LOWERINGS``, or None: such a cell's kernel runs under the default lowerings (interpret
+    mode on a CPU, Triton on a GPU), which cannot run it."""
+    if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "LOWERINGS"
+                                             for t in n.targets) for n in tree.body):
+        return None
+    for node in ast.walk(tree):
+        names = ([f"{node.module}.{a.name}" for a in node.names]
+                 if isinstance(node, ast.ImportFrom) and node.module
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        if any("pallas.mosaic_gpu" in n for n in names):
+            return node.lineno
+    return None
+
+
+def without_lowerings(exc: CompileFailure, line: int, lowering: str) -> CompileFailure:
+    """A Mosaic GPU cell's failure under another lowering, said as the missing ``LOWERINGS``
+    (JAX's own words, e.g. "run_scoped interpret rule does not support collective axes", do
+    not say it)."""
+    said = exc.diagnostics[0].message if exc.diagnostics else exc.log.strip()
+    first = (said.splitlines() or [""])[0][:300]
+    return failure_at(line, f"this cell writes a Mosaic GPU kernel (it imports plgpu) and names "
+                            f"no LOWERINGS, so it ran under '{lowering}' and failed ({first})",
+                      "Add the line: LOWERINGS = ['mosaic_gpu']  (it then runs on a Hopper "
+                      "GPU and says so elsewhere)")
+
+
 def failure_at(line: int | None, message: str, fix: str = "") -> CompileFailure:
     """Return a compile failure with one diagnostic on ``line`` (the message, then the fix)."""
     text = f"{message}. {fix}".strip()

@@ -46,7 +46,11 @@ from jupyter_ktune.backends.triton.interpreter import (
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
-from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder, is_descriptor
+from jupyter_ktune.backends.triton.config_arguments import (
+    DescriptorPlaceholder,
+    is_descriptor,
+    not_a_descriptor,
+)
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
@@ -253,6 +257,8 @@ class TritonBackend:
             if value is None:
                 raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
                                 fix=f"Return '{p}' from the inputs function.")
+            if p in sig.descriptors and not is_descriptor(value):
+                raise not_a_descriptor(p, sig.descriptors[p], value)
             if is_descriptor(value):  # compiled through the JIT's warm-up only (.jit_warm)
                 types[p] = "tensordesc"
                 continue

@@ -31,6 +31,9 @@ class TritonSignature:
     kinds: Mapping[str, type] = field(default_factory=dict)  # params.param_kinds
     heuristics: frozenset[str] = frozenset()  # constexprs a @triton.heuristics dict computes
     loaded: frozenset[str] = frozenset()  # pointer parameters the kernel reads with tl.load
+    #: parameters the kernel uses as tensor descriptors (``a_desc.load([...])``), with the
+    #: cell line of the first such use
+    descriptors: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def runtime(self) -> tuple[str, ...]:
@@ -43,10 +46,55 @@ def _is_jit(dec: ast.expr) -> bool:
     return any(word in target for word in ("jit", "autotune", "heuristics"))
 
 
-def _heuristic_names(kernel: ast.FunctionDef) -> frozenset[str]:
+def _applied(value: ast.expr) -> tuple[str | None, list[ast.expr]]:
+    """``triton.autotune(...)(triton.jit(fn))`` as (``fn``, the decorators it applies, outermost
+    first, each written as it would stand above a ``def``); (None, []) for anything else."""
+    decorators: list[ast.expr] = []
+    node = value
+    while isinstance(node, ast.Call) and node.args:
+        if isinstance(node.func, ast.Call):  # triton.heuristics({...})(fn)
+            decorators.append(node.func)
+        elif len(node.args) > 1 or node.keywords:  # triton.jit(fn, do_not_specialize=[...])
+            decorators.append(ast.Call(func=node.func, args=node.args[1:],
+                                       keywords=node.keywords))
+        else:  # triton.jit(fn)
+            decorators.append(node.func)
+        node = node.args[0]
+    if not isinstance(node, ast.Name) or not any(_is_jit(d) for d in decorators):
+        return None, []
+    return node.id, decorators
+
+
+def kernel_def(tree: ast.Module, name: str) -> tuple[ast.FunctionDef | None, list[ast.expr]]:
+    """The kernel's ``def`` and its decorators, outermost first: those above the ``def``, or
+    for ``name = triton.jit(fn)`` (``triton.autotune(...)(triton.heuristics(...)(fn))``, the
+    style of several published packages) those applied by the assignment, then ``fn``'s own."""
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for node in reversed(tree.body):  # the last binding of the name wins, as at run time
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+            inner, decorators = _applied(node.value)
+            if inner in funcs:
+                return funcs[inner], [*decorators, *funcs[inner].decorator_list]
+            break
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node, list(node.decorator_list)
+    return None, []
+
+
+def _jitted_as(tree: ast.Module, fn: str) -> str | None:
+    """The name a ``NAME = triton.jit(fn)`` assignment gives the function ``fn``, if any."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if _applied(node.value)[0] == fn:
+                return node.targets[0].id
+    return None
+
+
+def _heuristic_names(decorators: list[ast.expr]) -> frozenset[str]:
     """Keys of ``@triton.heuristics({...})`` / ``values={...}`` dicts written as literals."""
     names = set()
-    for dec in kernel.decorator_list:
+    for dec in decorators:
         if isinstance(dec, ast.Call) and "heuristics" in ast.unparse(dec.func):
             for arg in [*dec.args, *(k.value for k in dec.keywords)]:
                 if isinstance(arg, ast.Dict):
@@ -64,6 +112,24 @@ def _loaded(kernel: ast.FunctionDef) -> frozenset[str]:
             out |= {n.id for n in ast.walk(node.args[0])
                     if isinstance(n, ast.Name) and n.id in params}
     return frozenset(out)
+
+
+_DESCRIPTOR_METHODS = ("load", "store", "gather", "scatter", "atomic_add", "atomic_max",
+                       "atomic_min", "atomic_and", "atomic_or", "atomic_xor")
+
+
+def _descriptors(kernel: ast.FunctionDef, offset: int) -> dict[str, int]:
+    """Parameters used as host tensor descriptors (``a_desc.load([m, k])``: a pointer has no
+    methods), with the cell line of the first use."""
+    params = {a.arg for a in kernel.args.args}
+    out: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _DESCRIPTOR_METHODS
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in params):
+            line = offset + node.lineno
+            out[node.func.value.id] = min(out.get(node.func.value.id, line), line)
+    return out
 
 
 def parse_kernel(spec: KernelSpec) -> TritonSignature:
@@ -87,9 +153,15 @@ def _parse_kernel(source: str, name: str, body_line: int) -> TritonSignature:
                         fix="Fix the Python syntax of the cell.") from None
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     def_lines = {f.name: offset + f.lineno for f in funcs}
-    kernel = next((f for f in funcs if f.name == name), None)
-    jitted = [f.name for f in funcs if any(_is_jit(d) for d in f.decorator_list)]
-    if kernel is None or not any(_is_jit(d) for d in kernel.decorator_list):
+    kernel, decorators = kernel_def(tree, name)
+    if kernel is None or not any(_is_jit(d) for d in decorators):
+        if kernel is not None and (jitted_as := _jitted_as(tree, name)) is not None:
+            raise CellError(f"the Triton kernel '{name}' is jitted by assignment, as "
+                            f"'{jitted_as}'", line=offset + kernel.lineno,
+                            fix=f"Name that on the magic line: %%kernel {jitted_as}")
+        jitted = [f.name for f in funcs if any(_is_jit(d) for d in f.decorator_list)]
+        jitted += [n.targets[0].id for n in tree.body if isinstance(n, ast.Assign)
+                   and isinstance(n.targets[0], ast.Name) and _applied(n.value)[0] in def_lines]
         hint = f" The cell defines: {', '.join(jitted)}." if jitted else ""
         what = "is not decorated with @triton.jit" if kernel else "is not in the cell"
         raise CellError(f"the Triton kernel '{name}' {what}", line=1,
@@ -104,7 +176,8 @@ def _parse_kernel(source: str, name: str, body_line: int) -> TritonSignature:
                        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
     defaults = frozenset(a.arg for a in args.args[len(args.args) - len(args.defaults):])
     return TritonSignature(params, constexprs, defaults, offset + kernel.lineno, def_lines,
-                           param_kinds(kernel), _heuristic_names(kernel), _loaded(kernel))
+                           param_kinds(kernel), _heuristic_names(decorators), _loaded(kernel),
+                           _descriptors(kernel, offset))
 
 
 def check_cell(spec: KernelSpec) -> TritonSignature:

@@ -33,6 +33,18 @@ def is_descriptor(value: Any) -> bool:
     return not isinstance(value, np.ndarray) and all(hasattr(value, f) for f in _FIELDS)
 
 
+def not_a_descriptor(name: str, line: int, value: Any) -> CellError:
+    """The kernel uses ``name`` as a descriptor (``name.load(...)`` on ``line``) but the inputs
+    give it something else (an array): under Triton's interpreter that failed with "'tensor'
+    object has no attribute 'load'", on a GPU with a compile error about pointers."""
+    return CellError(f"kernel parameter '{name}' is a tensor descriptor ({name}.load/store on "
+                     f"this line) but the inputs give it a {type(value).__name__}", line=line,
+                     fix=f"Return a descriptor from the inputs function: {name}="
+                         "TensorDescriptor.from_tensor(array, [1, 1]) (from "
+                         "triton.tools.tensor_descriptor import TensorDescriptor), with "
+                         f"# ktune: {name}.block_shape = [...] for its tile.")
+
+
 def block_shape(spec: Any, name: str, env: Mapping[str, Any]) -> list[int] | None:
     """The config's block shape for descriptor ``name`` from its directive, or None."""
     expr = spec.block_shapes.get(name)

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from jupyter_ktune.backends.triton.cell import kernel_def
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Constraint, Param, Space
 from jupyter_ktune.spec import KernelSpec
@@ -44,12 +45,10 @@ def autotune_line(spec: KernelSpec) -> int | None:
         tree = ast.parse(spec.source)
     except SyntaxError:
         return None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == spec.name:
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                if "autotune" in ast.unparse(target):
-                    return spec.body_line - 1 + dec.lineno
+    for dec in kernel_def(tree, spec.name)[1]:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if "autotune" in ast.unparse(target):
+            return spec.body_line - 1 + target.lineno
     return None
 
 

@@ -27,6 +27,7 @@ from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.config_arguments import (
     block_shape,
     is_descriptor,
+    not_a_descriptor,
     rebind,
     sized_output,
 )
@@ -232,6 +233,8 @@ def call_arguments(variant: TritonVariant, host_args: Mapping[str, Any],
                                 f"{', '.join(host_args) or 'nothing'}).")
         if p in variant.spec.output_shapes:  # an output sized by the config: allocated so
             value = sized_output(variant.spec, p, value, {**variant.limits, **host_args, **cfg})
+        if p in sig.descriptors and not is_descriptor(value):
+            raise not_a_descriptor(p, sig.descriptors[p], value)
         if is_descriptor(value):  # a host TensorDescriptor: its tensor, the config's block
             env = {**variant.limits, **host_args, **cfg}
             value = array(p, value, block_shape(variant.spec, p, env))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.base import nvidia_gpu_visible
 from jupyter_ktune.backends.cache_folder import cache_dir, cached_text, digest
 from jupyter_ktune.errors import CompileFailure, Diagnostic
 
@@ -27,12 +28,7 @@ _LOAD_LOCK = threading.Lock()
 
 
 def _gpu_visible() -> bool:
-    if os.environ.get("KTUNE_FORCE_INTERPRET") == "1":
-        return False
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return Path("/dev/nvidia0").exists() or (gpus.is_dir() and any(gpus.iterdir()))
+    return os.environ.get("KTUNE_FORCE_INTERPRET") != "1" and nvidia_gpu_visible()
 
 
 def choose_mode() -> bool:

@@ -1,0 +1,3 @@
+// <float.h> for NVRTC: the C++ header <cfloat> (see that file).
+#pragma once
+#include <cfloat>

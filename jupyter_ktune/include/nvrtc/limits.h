@@ -1,0 +1,3 @@
+// <limits.h> for NVRTC: the C++ header <climits> (see that file).
+#pragma once
+#include <climits>

@@ -1,0 +1,3 @@
+// <math.h> for NVRTC: the C++ header <cmath> (see that file).
+#pragma once
+#include <cmath>

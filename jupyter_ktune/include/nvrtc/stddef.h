@@ -1,0 +1,3 @@
+// <stddef.h> for NVRTC: the C++ header <cstddef> (see that file).
+#pragma once
+#include <cstddef>

@@ -1,0 +1,3 @@
+// <stdio.h> for NVRTC: see <cstdio>.
+#pragma once
+#include <cstdio>

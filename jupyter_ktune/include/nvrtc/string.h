@@ -1,0 +1,3 @@
+// <string.h> for NVRTC: the C++ header <cstring> (see that file).
+#pragma once
+#include <cstring>
