@@ -51,6 +51,8 @@ class _State:
     closed: bool = False
 
 
+_active: list[Any] = [None]  # the session that took the latest request (see _prefetch_one)
+
 class TuningSession:
     """Serve config requests for one kernel spec; newest wins.
 
@@ -95,6 +97,7 @@ class TuningSession:
     def request(self, values: Mapping[str, Any]) -> int:
         """Ask for a config; returns its ticket. Only the newest pending request is served."""
         config = self.spec.space.config(values)
+        _active[0] = self  # the panel the user works in now: only it prefetches
         with self._cv:
             self._state.latest += 1
             self._state.wanted = (self._state.latest, config, time.perf_counter())
@@ -196,8 +199,12 @@ class TuningSession:
         return replace(result, static=filled)
 
     def _prefetch_one(self) -> bool:
-        """Compile one not-yet-compiled allowed neighbour of the current config (lock held)."""
-        if self.current is None:
+        """Compile one not-yet-compiled allowed neighbour of the current config (lock held).
+
+        Only the session asked last prefetches: the device worker is shared, and in a Run All
+        each earlier panel's neighbour compiles held the next cell's requests back (the
+        quickstart's Pallas cell waited about 45 s behind the Triton panel's, issue 33)."""
+        if self.current is None or _active[0] is not self:
             return False
         for n in self.spec.space.neighbours(self.current, self.limits):
             if n not in self._state.compiled:

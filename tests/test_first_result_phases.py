@@ -27,3 +27,50 @@ def test_the_compile_pool_imports_no_torch_to_learn_argument_types():
     from jupyter_ktune.tune import pool
 
     assert "torch" not in pool._COMPILER_MODULES["triton"]  # noqa: SLF001
+
+
+def test_only_the_session_asked_last_prefetches():
+    """A Run All leaves earlier panels idle; their neighbour compiles held the next cell's
+    requests back in the shared worker (issue 33). Once another session takes a request, an
+    earlier one stops prefetching (its compile in flight ends; no further one starts)."""
+    import threading
+    import time
+
+    from jupyter_ktune.results import RunResult, Status
+    from jupyter_ktune.session import TuningSession
+
+    release = threading.Event()
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.compiles: list[dict] = []
+
+        def run(self, spec, config):  # noqa: ANN001, ANN202 - the worker's surface
+            return RunResult(spec.name, spec.backend, dict(config), Status.OK)
+
+        def compile(self, spec, config):  # noqa: ANN001, ANN202
+            self.compiles.append(dict(config))
+            release.wait(10)  # the first prefetch is in flight while the other session asks
+
+        def abandon(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - closing a session
+            pass
+
+    spec = parse_cell(LINE, SRC, NS)
+    worker, limits = Recorder(), {"SMEM_PER_BLOCK": 232448}
+    first = TuningSession(spec, worker, limits)  # BLOCK=1 has two neighbours to prefetch
+    second = TuningSession(spec, worker, limits, prefetch=False)
+    try:
+        first.request({"BLOCK": 1, "SWIZZLE": "none"})
+        deadline = time.time() + 10
+        while not worker.compiles and time.time() < deadline:
+            time.sleep(0.01)
+        assert len(worker.compiles) == 1, "the active session prefetches its neighbours"
+        second.request({"BLOCK": 8, "SWIZZLE": "none"})
+        second.wait_idle()
+        release.set()
+        time.sleep(1.5)  # the idle session wakes every 0.5 s to prefetch
+        assert len(worker.compiles) == 1, worker.compiles
+    finally:
+        release.set()
+        first.close()
+        second.close()
