@@ -32,6 +32,9 @@ def warm_worker(line: str) -> threading.Thread | None:
     magic line alone; a bad line is left to ``parse_cell``, which reports it."""
     from jupyter_ktune.backends import backend_names
     from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.session import quiet_prefetch
+
+    quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
 
     found = re.search(r"(?:--backend|-b)[= ]+([\w.-]+)", line)
     backend = found.group(1) if found else "cuda"

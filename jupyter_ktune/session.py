@@ -53,6 +53,12 @@ class _State:
 
 _active: list[Any] = [None]  # the session that took the latest request (see _prefetch_one)
 
+
+def quiet_prefetch() -> None:
+    """Stop every session's prefetching until one takes a request: a new cell is starting and
+    its requests should not wait behind an earlier panel's neighbour compiles."""
+    _active[0] = None
+
 class TuningSession:
     """Serve config requests for one kernel spec; newest wins.
 

@@ -328,3 +328,24 @@ def test_racing_reads_the_floor_of_its_own_interleaved_runs_not_a_stale_one():
     timing = time_kernel(t.launch, t, TimingPlan(budget_ms=50, race_ms=0.001, min_runs=10))
     assert "raced" not in timing.method, timing.method
     assert timing.median_ms == pytest.approx(0.001, rel=0.05)
+
+
+def test_a_host_clock_takes_the_launch_cost_from_its_own_timed_calls():
+    """Under an interpreter each launch is the whole run: 20 extra calls for the host launch
+    cost took seconds of the CPU quickstart's Triton cell (issue 33). The timed calls are host
+    calls already, so their median is that cost."""
+    import time as _time
+
+    from jupyter_ktune.measure.timing import HostClock
+
+    calls = []
+
+    def launch() -> None:
+        calls.append(1)
+        _time.sleep(0.002)
+
+    timing = time_kernel(launch, HostClock("Triton interpreter, host time"),
+                         TimingPlan(budget_ms=30))
+    timed = timing.warmup_runs + len(timing.times_ms)
+    assert len(calls) <= timed + 12  # the empty calls are not launches; no 20 more runs
+    assert timing.host_launch_us >= 1500  # about the 2 ms call itself
