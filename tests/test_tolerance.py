@@ -148,7 +148,7 @@ def test_nan_and_inf_never_pass_unless_the_reference_has_them_there(gemm, value)
     c = compare("c", bad, ref, tolerance_for(np.float32, reduction=K))
     assert not c.passed and c.nonfinite == 1 and c.unwritten == 0
     assert c.first_nonfinite_index == (3, 4)
-    assert c.problems()[0] == "c: kernel wrote NaN/Inf at 1 elements (first at (3, 4))"
+    assert c.problems()[0] == "c: kernel wrote NaN/Inf at 1 element (first at (3, 4))"
     ref2 = ref.copy()
     ref2[3, 4] = value
     assert compare("c", bad, ref2, tolerance_for(np.float32, reduction=K)).passed
@@ -164,7 +164,7 @@ def test_never_written_and_written_nan_are_told_apart():
     assert (c.unwritten, c.nonfinite) == (2, 1)
     assert c.first_unwritten_index == (8,) and c.first_nonfinite_index == (2,)
     assert c.problems() == ["y: 2 of 10 elements never written (first at (8,))",
-                            "y: kernel wrote NaN/Inf at 1 elements (first at (2,))"]
+                            "y: kernel wrote NaN/Inf at 1 element (first at (2,))"]
 
 
 def test_a_backend_that_cannot_poison_reports_nan_as_either():

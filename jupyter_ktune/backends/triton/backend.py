@@ -90,8 +90,7 @@ class TritonBackend:
         self.compile_phases: dict[str, float] = {}
         self._timer_slot = TimerSlot()
 
-    def check(self, spec: KernelSpec) -> None:
-        """Host-side checks (no triton import): see :func:`check_cell`."""
+    def check(self, spec: KernelSpec) -> None:  # host side, no triton import: check_cell
         check_cell(spec)
 
     def expand(self, spec: KernelSpec, namespace: Mapping[str, Any]) -> KernelSpec:
@@ -227,8 +226,8 @@ class TritonBackend:
         return key, request
 
     @staticmethod
-    def _arg_types_key(spec: KernelSpec) -> tuple:
-        return (spec.source_hash, inputs_key(spec.inputs))  # literals, globals, closure too
+    def _arg_types_key(spec: KernelSpec) -> tuple:  # literals, globals, closure too
+        return (spec.source_hash, inputs_key(spec.inputs))
 
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
                         cxx: dict[str, int]) -> tuple[dict[str, str], set[str], dict[str, Any]]:
