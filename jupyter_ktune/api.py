@@ -43,5 +43,6 @@ def run_kernel(spec: KernelSpec, config: Mapping[str, Any] | None = None, *,
     """
     get_backend(spec.backend).check(spec)
     worker = worker or get_worker()
+    worker.device(spec.backend)  # the backend picks its mode before any spec is unpickled there
     limits = worker.limits(spec) if not (config or spec.initial) else None
     return worker.run(spec, choose_config(spec, config, limits))

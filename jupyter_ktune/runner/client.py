@@ -338,6 +338,7 @@ class DeviceWorker:
         The inputs function runs in the worker, never here (issue 34): one that allocates on the
         GPU would open a device context in the notebook. Its failure is a CellError.
         """
+        self.device(spec.backend)  # the backend picks its mode before any spec is unpickled
         kind, value = self.request(("limits", spec),
                                    spec.options.timeout_s if timeout is None else timeout)
         if kind == "cell_error":

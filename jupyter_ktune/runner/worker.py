@@ -145,21 +145,6 @@ def _exit_with_parent() -> None:
     exit_with_parent(os.getppid(), before_exit=abandon)
 
 
-def _import_ahead() -> None:
-    """Import what every request runs through (the run path, numpy, the measurement code) on a
-    thread while the worker waits for its first request: a worker spawned at ``%load_ext``
-    has it done before the first cell asks (issue 33). No backend: the cell decides which."""
-
-    def load() -> None:
-        try:
-            import jupyter_ktune.runner.execute  # noqa: F401
-            import jupyter_ktune.runner.profile  # noqa: F401
-        except Exception:  # noqa: BLE001 - the request imports it again and reports
-            pass
-
-    threading.Thread(target=load, name="ktune-import-ahead", daemon=True).start()
-
-
 def main(fd: int) -> None:
     """Serve requests on socket ``fd`` until the client closes it."""
     import socket
@@ -174,7 +159,6 @@ def main(fd: int) -> None:
     _trim_log_regularly()
     # the ready time lets the client measure the start alone, not the wait for a first request
     conn.send_bytes(pack_message(0, ("ready", os.getpid(), time.time())))
-    _import_ahead()
     while True:
         try:
             data = conn.recv_bytes()
