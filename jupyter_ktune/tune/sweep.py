@@ -158,7 +158,8 @@ class Sweep:
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             if pool is not None:  # the cell's imports in every process, while the worker starts
-                self._hints = hints_for(pool, self.spec)
+                if hasattr(get_backend(self.spec.backend), "pool_hints"):  # Triton's types
+                    self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
             device = runner.device(self.spec.backend)
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
