@@ -30,7 +30,7 @@ CASES = [
     ("wrong result", "wrote 8 elements before the start of `y` (up to 300 before it)",
      "wrote before the start"),
     ("wrong result", "the kernel changed input `x` (10 of 64 elements): ...", "changed an input"),
-    ("wrong result", "y: kernel wrote NaN/Inf at 1 elements (first at (3,))", "wrote NaN/Inf"),
+    ("wrong result", "y: kernel wrote NaN/Inf at 1 element (first at (3,))", "wrote NaN/Inf"),
     ("wrong result", "y: 500 of 1000 elements never written (first at (500,))", "never written"),
     ("wrong result", "y: 64 of 64 elements differ", "wrong output"),
     ("cannot run here", "no GPU", "other"),

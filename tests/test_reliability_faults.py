@@ -47,7 +47,7 @@ FAULTS = {
     3: ("hang", Status.TIMEOUT, "the kernel run took more than"),
     5: ("fatal", Status.RUNTIME_ERROR, "device context was lost"),
     7: ("compile error", Status.COMPILE_ERROR, "cell line"),
-    9: ("NaN output", Status.WRONG, "wrote NaN/Inf at 1 elements (first at (3,))"),
+    9: ("NaN output", Status.WRONG, "wrote NaN/Inf at 1 element (first at (3,))"),
     11: ("wrong output", Status.WRONG, "64 of 64 elements beyond"),
     13: ("out of resources", Status.OUT_OF_RESOURCES, "shared memory"),
     15: ("out of memory", Status.RUNTIME_ERROR, "allocate"),

@@ -55,8 +55,8 @@ def test_unwritten_and_nan_in_one_output_are_both_reported(worker):
     r = run(worker, HALF_AND_NAN)
     (check,) = r.verification.checks
     assert (check.unwritten, check.nonfinite) == (500, 1), check
-    assert r.reason.startswith("y: 500 of 1000 elements never written (first at (500,)); "
-                               "y: kernel wrote NaN/Inf at 1 elements (first at (3,))")
+    assert r.reason.startswith("y: 500 of 1,000 elements never written (first at (500,)); "
+                               "y: kernel wrote NaN/Inf at 1 element (first at (3,))")
 
 
 CLOBBERS = """def scale(x, y, n):
