@@ -12,9 +12,11 @@ creating their own do not count.
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +90,34 @@ def _mapped_shm(pids: set[int]) -> set[str]:
     return found
 
 
+def _results_until_stuck(proc: subprocess.Popen, quiet_s: float = 15.0,
+                        limit_s: float = 300.0) -> int:
+    """Read the sweep's result count until the worker is stuck in K == 3: three results in, or
+    at least one and then none for ``quiet_s`` (the pool may deliver K == 3 before K == 2 on a
+    loaded machine, and the sweep then waits on it). The reader is a thread, so a sweep that
+    prints nothing fails the test after ``limit_s`` instead of hanging it."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    done, start = 0, time.monotonic()
+    while time.monotonic() - start < limit_s:
+        try:
+            line = lines.get(timeout=quiet_s if done else limit_s - (time.monotonic() - start))
+        except queue.Empty:
+            return done  # quiet after a result: the worker spins in K == 3
+        if line is None:
+            return done  # the script ended (its error is on stderr)
+        done = int(line)
+        if done >= 3:
+            return done
+    return done
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and /dev/shm")
 def test_kill_9_of_a_sweeping_script_leaves_no_process_semaphore_or_segment(tmp_path):
     prefix = f"ktune_orphan_{os.getpid()}_"
@@ -97,9 +127,8 @@ def test_kill_9_of_a_sweeping_script_leaves_no_process_semaphore_or_segment(tmp_
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "store.sqlite")],
                             stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
-        for line in proc.stdout:  # three results in: the worker now spins in K == 3
-            if int(line) >= 3:
-                break
+        done = _results_until_stuck(proc)
+        assert done, "the sweep delivered no result in 300 s"
         time.sleep(1.0)
         helpers = _descendants(proc.pid)
         held = _mapped_shm({proc.pid, *helpers})

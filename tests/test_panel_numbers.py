@@ -7,6 +7,8 @@ the fake backend.
 
 from __future__ import annotations
 
+import dataclasses
+
 import html
 import re
 from pathlib import Path
@@ -22,6 +24,7 @@ from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 from jupyter_ktune.ui.panels import HeatmapPanel
 from jupyter_ktune.ui.replay import load_panel
+from jupyter_ktune.ui.roofline import RooflinePanel
 from jupyter_ktune.ui.snapshot import heatmap_svg, history_svg, snapshot_html
 
 H200 = (Path(__file__).resolve().parents[1] / "bench" / "results" / "panel_gpu_snapshot"
@@ -173,3 +176,22 @@ def scale(x, y, n):
 NS = {"inputs": lambda: dict(x=np.random.rand(64), y=np.empty(64), n=64),
       "reference": lambda x, y, n: 2 * x}
 LINE = "scale --backend fake --inputs inputs --reference reference --out y --budget-ms 5"
+
+
+def test_a_roofline_with_nothing_to_draw_is_a_line_of_text_not_empty_axes(worker):
+    """No ceilings (no GPU) and no point (an interpreter's host time): the tab says why instead
+    of showing empty axes; once ceilings come the roof is drawn, point or not."""
+    body = SRC.replace("# ktune: require", "# ktune: flops = 8 * n; bytes = 16 * n; require")
+    spec = parse_cell(LINE, body, NS)
+    r = worker.run(spec, spec.space.default({"SMEM_PER_BLOCK": 1000}))
+    m = r.measurement
+    host = dataclasses.replace(r, measurement=dataclasses.replace(
+        m, timing=dataclasses.replace(m.timing, method="interpreter host time (wall clock)")))
+    roofline = RooflinePanel(None)
+    roofline.show(r if "host time" in m.timing.method else host)
+    assert not roofline.fig.visible
+    assert roofline.empty_note.layout.display is None
+    assert "interpreter host time is not GPU time" in roofline.empty_note.value
+    roofline.set_ceilings({"bandwidth_gbps": 1.0, "tflops": 1.0})
+    assert roofline.fig.visible and roofline.empty_note.layout.display == "none"
+    assert RooflinePanel(None).fig.visible is False  # nothing run yet: nothing drawn either

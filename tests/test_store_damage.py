@@ -16,6 +16,7 @@ file's bytes are compared before and after.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -64,7 +65,20 @@ def _as_other_user() -> list[str]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("running as root without setpriv: chmod cannot stop root")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    cmd = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if not _other_user_can_import(tuple(cmd)):
+        pytest.skip(f"uid {NOBODY} cannot import this environment's packages ({sys.prefix} is "
+                    "not readable by other users; .ci/run makes its venv 755)")
+    return cmd
+
+
+@functools.cache
+def _other_user_can_import(as_other: tuple[str, ...]) -> bool:
+    """Whether the unprivileged user can run this interpreter with its packages: a venv made
+    with ``mktemp -d`` is 0700, and the probe then fails on ``import numpy``, not on the store."""
+    probe = subprocess.run([*as_other, sys.executable, "-c", "import numpy, jupyter_ktune"],
+                           capture_output=True, text=True, timeout=120, cwd="/")
+    return probe.returncode == 0
 
 
 def _probe(path: Path) -> dict:

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from html import escape
+
+import ipywidgets as w
 import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
@@ -65,6 +68,10 @@ class RooflinePanel:
         #: the highest rates shown as achieved so far: the roof never drops below them
         self.achieved = {"tflops": 0.0, "bandwidth_gbps": 0.0}
         self.note = ""  # why no point is drawn ("" when one is)
+        #: what the tab shows instead of a figure with nothing to draw (no ceilings, no point:
+        #: an interpreter's run), so no empty axes are ever on screen
+        self.empty_note = w.HTML(layout=w.Layout(display="none"))
+        self.empty_note.add_class("ktune-roofline-empty")
         self._draw_roof()
 
     def set_ceilings(self, ceilings: Mapping[str, Any] | None) -> None:
@@ -96,6 +103,11 @@ class RooflinePanel:
             if raised:
                 self.title += "\n" + "; ".join(raised)
         self.fig.title.text = self.title + (f"\n{self.note}" if self.note else "")
+        empty = not (self.roof.data["ai"] or self.point.data["ai"] or self.level.visible)
+        self.fig.visible = not empty
+        self.empty_note.layout.display = None if empty else "none"
+        self.empty_note.value = ("<small style='color:#57606a'>" + "<br>".join(
+            escape(t) for t in self.fig.title.text.splitlines()) + "</small>") if empty else ""
 
     def show(self, r: RunResult) -> None:
         """Place the current variant, or say in the title why it cannot be placed."""

@@ -89,7 +89,7 @@ def heatmap(p: Any) -> tuple[w.Widget, LiveBokehModel]:
 def roofline(p: Any) -> tuple[w.Widget, LiveBokehModel]:
     """The current variant against the device's measured ceilings."""
     plots = _figures(p, [p.roofline.fig])
-    return _box([p.no_results, plots]), plots
+    return _box([p.no_results, p.roofline.empty_note, plots]), plots
 
 
 @section("Swizzle")
