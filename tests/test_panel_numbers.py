@@ -8,7 +8,6 @@ the fake backend.
 from __future__ import annotations
 
 import dataclasses
-
 import html
 import re
 from pathlib import Path

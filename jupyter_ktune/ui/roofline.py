@@ -11,9 +11,8 @@ cannot be: no ``bytes``, no ``flops``, interpreter host time, or no timing at al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
 from html import escape
+from typing import Any
 
 import ipywidgets as w
 import numpy as np
