@@ -327,8 +327,9 @@ class TritonBackend:
             k = unsupported[0]
             raise CellError(f"this Triton ({triton_version()}) has no launch option {k}",
                             line=spec.space.param(k).line, fix="Remove the tunable.")
-        try:
-            self._aot_compile(spec, config)
+        try:  # the interpreter runs the Python: its report's compile is the run's business
+            if not self.interpret:  # (runner.execute.report_later), not a wait before it
+                self._aot_compile(spec, config)
         except CellError:
             pass  # a missing or odd argument: bind() reports it with the fix, as a run error
         kernel = getattr(self.module(spec), spec.name)
