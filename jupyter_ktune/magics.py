@@ -81,7 +81,7 @@ class KtuneMagics(Magics):
                 display(HTML(origin_html(spec)))
             if spec.options.panel and spec.space.params:
                 out = panel_for(spec)
-                show_editor_marks(out.result)  # compiler messages as marks in this cell
+                show_editor_marks(out.shown())  # compiler messages as marks in this cell
             else:
                 out = run_kernel(spec)
                 show_editor_marks(out)  # compiler messages as marks in this cell's editor

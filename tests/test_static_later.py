@@ -82,3 +82,24 @@ def test_the_first_result_comes_before_its_static_report_which_follows(triton_in
             panel.session.close()
     finally:
         worker.call(slow_reports, 0)
+
+
+def test_the_cell_returns_before_the_report(triton_interpreter):
+    """The ``%%kernel`` cell's output is the first result; the report follows into its card."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_ktune")
+    shell.user_ns.update(inputs=inputs, reference=reference)
+    worker = get_worker()
+    worker.device("triton")
+    worker.call(slow_reports, DELAY_S)
+    try:
+        panel = shell.run_cell_magic("kernel", LINE, CELL.replace("3.0 *", "1.0 * 3.0 *"))
+        try:
+            assert panel.shown().static_pending  # the cell did not wait for the report
+            assert panel.session.wait_reports(120) and panel.shown().static is not None
+        finally:
+            panel.session.close()
+    finally:
+        worker.call(slow_reports, 0)

@@ -79,7 +79,7 @@ def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
         if found:
             panel.roofline.set_ceilings(found)
             if panel.result is not None:
-                panel.roofline.show(panel.result)
+                panel.roofline.show(panel.shown())
 
     threading.Thread(target=measure, name="ktune-ceilings", daemon=True).start()
 
