@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from jupyter_ktune.errors import CellError, KtuneError
@@ -45,7 +46,9 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
     try:
         worker.device(spec.backend)
         t1 = time.perf_counter()
-        kind, value = worker.request(("describe", spec), timeout)
+        # the cell without the user's functions: the worker unpickles no inputs() at parse
+        bare = replace(spec, inputs=None, reference=None, compare=None)
+        kind, value = worker.request(("describe", bare), timeout)
     except KtuneError as exc:  # the worker died or hung while it loaded the module
         raise CellError(f"the device worker failed while it loaded the cell's module: {exc}",
                         line=1, fix="Check the module-level code of the cell (its imports).")\
