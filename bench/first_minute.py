@@ -200,7 +200,7 @@ def autotune_side(name: str) -> dict:
     from jupyter_ktune.backends.triton.backend import TritonBackend
 
     # the cell's inputs, reference and grid only: not ktune's reading of the autotune list
-    # (a child interpreter), which is no part of what an autotune user waits for
+    # (a device worker's import of the package), no part of what an autotune user waits for
     TritonBackend.expand = lambda self, spec, namespace: spec
     spec = _spec(name)
     ref = FLA_MATMUL if name == "fla-matmul" else cva.corpus_entries()[name].ref

@@ -25,10 +25,10 @@ from jupyter_ktune.ui.start import panel_for
 
 def warm_worker(line: str) -> threading.Thread | None:
     """Have the device worker import the cell's backend and open the device on a thread, while
-    this process parses the cell: a Triton cell's parse runs its module in a child interpreter
-    to read its ``@triton.autotune`` list (seconds), and the worker's torch, Triton and CUDA
-    context took 7.5-8.3 s of a fresh notebook's first Triton cell after it (issue 33). The
-    panel's own ``worker.device`` then finds the answer ready. The backend is read from the
+    this process parses the cell: the worker's torch, Triton and CUDA context took 7.5-8.3 s of
+    a fresh notebook's first Triton cell (issue 33). A Triton cell's parse then asks the same
+    worker for its ``@triton.autotune`` list (:mod:`.runner.describe`), which queues behind it,
+    and the panel's own ``worker.device`` finds the answer ready. The backend is read from the
     magic line alone; a bad line is left to ``parse_cell``, which reports it."""
     from jupyter_ktune.backends import backend_names
     from jupyter_ktune.runner.client import get_worker
@@ -81,7 +81,7 @@ class KtuneMagics(Magics):
                 display(HTML(origin_html(spec)))
             if spec.options.panel and spec.space.params:
                 out = panel_for(spec)
-                show_editor_marks(out.result)  # compiler messages as marks in this cell
+                show_editor_marks(out.shown())  # compiler messages as marks in this cell
             else:
                 out = run_kernel(spec)
                 show_editor_marks(out)  # compiler messages as marks in this cell's editor

@@ -164,6 +164,9 @@ def run_result_html(r: RunResult) -> str:
     if r.static is not None and hasattr(r.static, "_repr_html_"):
         static = ("<details open><summary style='cursor:pointer'>Static report</summary>"
                   f"{r.static._repr_html_()}</details>")
+    elif getattr(r, "static_pending", False):
+        static = ("<div style='color:#57606a'>Static report: compiling for the target "
+                  "architecture; it appears here when ready.</div>")
     prov = ""
     if r.measurement is not None:
         p = r.measurement.provenance

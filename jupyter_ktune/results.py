@@ -340,6 +340,7 @@ class RunResult:
     diagnostics: tuple[Any, ...] = ()
     launch: Mapping[str, Any] = field(default_factory=dict)
     phases_ms: Mapping[str, float] = field(default_factory=dict)  # worker host time per phase
+    static_pending: bool = False  # its static report comes later (RunOptions.static_later)
 
     @property
     def median_ms(self) -> float | None:

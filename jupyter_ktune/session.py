@@ -5,7 +5,9 @@ thread serves requests; when several arrive while a variant is being timed, only
 served next (the others are dropped: a drag produces many), and a result that arrives for a
 request that is no longer the newest is delivered as *stale*: it may fill the history but never
 replaces what the panel shows as current. While idle the thread asks the worker to compile the
-current config's neighbours, so the next step of a drag finds its variant compiled.
+current config's neighbours, so the next step of a drag finds its variant compiled, and fetches
+the static reports its results came without (an interpreter's run returns before its sm_90
+compile, ``RunOptions.static_later``), delivered again as *late*.
 
 No widgets here: the UI subscribes with a callback, tests drive it directly.
 """
@@ -22,6 +24,7 @@ from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.measure.sass import SASS_SKIPPED, with_sass
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
+from jupyter_ktune.runner.static_reports import report_if_done, with_report
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
@@ -36,6 +39,9 @@ class Delivery:
     requested_at: float
     served_at: float
     precompiled: bool
+    #: the same request's result completed after its delivery (its static report, fetched once
+    #: the run had returned without it): views replace that result and add no new point
+    late: bool = False
 
     @property
     def latency_s(self) -> float:
@@ -83,6 +89,8 @@ class TuningSession:
     def __init__(self, spec: KernelSpec, worker: DeviceWorker,
                  limits: Mapping[str, int] | None = None, prefetch: bool = True):
         self.spec, self.worker, self.limits = spec, worker, dict(limits or {})
+        self._asked = spec.with_options(static_later=True)  # what the worker is sent
+        self._late: list[int] = []  # tickets whose results came before their static report
         self.prefetch = prefetch
         #: cold costs paid for this session before its first request (the worker's start, the
         #: backend's imports, ms per phase): shown as phases of the first result (issue 33)
@@ -132,6 +140,18 @@ class TuningSession:
             raise
         return True
 
+    def wait_reports(self, timeout: float = 300.0) -> bool:
+        """Block until the results delivered without their static report have it (``late``
+        deliveries; ``panel.result`` waits for them). False on timeout."""
+        deadline = time.perf_counter() + timeout
+        with self._cv:
+            while self._late and not self._state.closed:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.5))
+        return True
+
     def abandon(self, for_good: bool = False) -> bool:
         """Give up the request the worker is serving for this session, replacing the worker
         rather than waiting for it (a hanging variant held the next request for its time
@@ -154,6 +174,8 @@ class TuningSession:
             while self._state.wanted is None and not self._state.closed:
                 self._busy = False
                 self._cv.notify_all()
+                if self._late and self._fill_late():  # a report the result came without
+                    continue
                 # prefetch at once: during a drag the next request comes within ~100 ms
                 if self.prefetch and self._prefetch_one():
                     continue
@@ -173,7 +195,7 @@ class TuningSession:
             precompiled = config in self._state.compiled
             # the worker checks the require lines (a config they forbid comes back "not
             # allowed", never run): once per request, where the inputs' values are (issue 34)
-            result = self._with_sass(config, self.worker.run(self.spec, config))
+            result = self._with_sass(config, self.worker.run(self._asked, config))
             cold, self.cold_phases_ms = self.cold_phases_ms, {}
             if cold:
                 result = replace(result, phases_ms={**cold, **result.phases_ms})
@@ -183,12 +205,18 @@ class TuningSession:
                 current = ticket == self._state.latest
             d = Delivery(result, ticket, current, t0, time.perf_counter(), precompiled)
             self.history.append(d)
-            for cb in list(self._subscribers):
-                try:
-                    cb(d)
-                except Exception as exc:  # noqa: BLE001 - a broken view must not stop serving
-                    self.history.append(replace(d, result=replace(
-                        result, reason=f"{result.reason} [panel error: {exc}]")))
+            if result.static_pending:
+                self._late.append(ticket)
+            self._notify(d)
+
+    def _notify(self, d: Delivery) -> None:
+        result = d.result
+        for cb in list(self._subscribers):
+            try:
+                cb(d)
+            except Exception as exc:  # noqa: BLE001 - a broken view must not stop serving
+                self.history.append(replace(d, result=replace(
+                    result, reason=f"{result.reason} [panel error: {exc}]")))
 
     def _with_sass(self, config: Config, result: RunResult) -> RunResult:
         """The result with the SASS mix its sweep-built static report skipped (``with_sass``,
@@ -204,6 +232,35 @@ class TuningSession:
                 return result  # the report keeps its note; the run itself is fine
         return replace(result, static=filled)
 
+    def _fill_late(self) -> bool:
+        """Ask the worker, without waiting, for the static report of the oldest result that came
+        without it (lock held); once built, deliver that result again with it (``late``).
+        Whether one was delivered."""
+        ticket = self._late[0]
+        d = next((h for h in reversed(self.history) if h.ticket == ticket), None)
+        self._cv.release()
+        try:
+            got = None if d is None else self.worker.call(
+                report_if_done, self.spec.source_hash, self.spec.options.arch,
+                Config(d.result.config), timeout=30)
+        except KtuneError:
+            got = (None, None)  # the worker restarted: the report is gone with it
+        finally:
+            self._cv.acquire()
+        if d is not None and got is None:
+            return False  # still building: asked again while idle
+        if d is not None:
+            late = replace(d, result=with_report(d.result, *got), late=True)
+            self.history[self.history.index(d)] = late
+            self._cv.release()
+            try:
+                self._notify(late)  # the views have it before wait_reports returns
+            finally:
+                self._cv.acquire()
+        self._late.pop(0)
+        self._cv.notify_all()
+        return d is not None
+
     def _prefetch_one(self) -> bool:
         """Compile one not-yet-compiled allowed neighbour of the current config (lock held).
 
@@ -217,7 +274,7 @@ class TuningSession:
                 self._state.compiled.add(n)
                 self._cv.release()
                 try:
-                    self.worker.compile(self.spec, n)
+                    self.worker.compile(self._asked, n)
                 finally:
                     self._cv.acquire()
                 return True

@@ -70,7 +70,7 @@ def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):
 
     spec = parse_cell("k --backend triton", "@triton.jit\ndef k(x):\n    pass\n")
     with pytest.raises(CannotRun, match="pip install triton"):
-        tb.BACKEND._module(spec)
+        tb.BACKEND.module(spec)
 
 
 @pytest.mark.parametrize("gpu", [False, True])

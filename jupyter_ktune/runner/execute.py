@@ -152,11 +152,15 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
 
     def finish(status: Status, reason: str = "", runtime_failure: CompileFailure | None = None,
                **kw: Any) -> RunResult:
-        if not static_future.done():
+        late = report_later(spec, device, static_future, status)
+        if not late and not static_future.done():
             phases.enter(phases.static_report())
-        static, failure = static_future.result()
+        static, failure = (None, None) if late else static_future.result()
         tick("static report")  # ~0 unless the run waited for the report's compile
         failure = None if isinstance(failure, CellError) else failure  # the run says it
+        if host_time(device) and failure is not None and failure.diagnostics and status in (
+                Status.OK, Status.WRONG, Status.RUNTIME_ERROR):  # the interpreter ran code
+            status, reason = Status.COMPILE_ERROR, str(failure)  # that does not compile
         block = kw.get("launch", {}).get("block")
         if static is not None and block and getattr(static, "threads_per_block", 0) is None:
             static = dataclasses.replace(static, threads_per_block=math.prod(block))
@@ -167,7 +171,7 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
             why = str(failure) if failure.diagnostics else failure.log
             reason = f"{reason}; {why}" if reason else why
         return RunResult(**base, status=status, reason=reason, static=static,
-                         diagnostics=diagnostics, device=device.name, **kw)
+                         diagnostics=diagnostics, device=device.name, static_pending=late, **kw)
 
     if not device.available or spec.options.static_only:
         static, failure = static_future.result()
@@ -281,7 +285,9 @@ def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
         return run_variant(spec.with_options(static_only=True), config)
     # On a device the static report is only started (nvcc runs in the thread pool, cached for the
     # later run); the worker's time goes to loading the runtime variant, which the run needs.
-    report_future(backend, spec, config)
+    # Under an interpreter a panel's prefetch starts none: its run fetches it after the result.
+    if not (spec.options.static_later and host_time(device)):
+        report_future(backend, spec, config)
     result = RunResult(name=spec.name, backend=spec.backend, config=dict(config),
                        status=Status.CANNOT_RUN, device=device.name)
     key = variant_key(spec, config)
@@ -307,6 +313,21 @@ def _prebuilt(backend: Backend, spec: KernelSpec, config: Config, static: Future
         return None
     report, failure = static.result()
     return load(spec, config, report) if report is not None and failure is None else None
+
+
+def host_time(device: DeviceInfo) -> bool:
+    """Whether the device runs kernels on the host (Triton's interpreter, Pallas interpret)."""
+    return device.compute_capability is None
+
+
+def report_later(spec: KernelSpec, device: DeviceInfo, static: Future, status: Status) -> bool:
+    """Whether a run returns before its static report (``RunOptions.static_later``): on a
+    host-time device, when the run itself went through and the report is still building. Under
+    the interpreter the report is a compile for sm_90 in a child process (its interpreter start,
+    triton's and the cell's imports: seconds of the quickstart's Triton cell), which the run
+    does not need; a run that failed waits for it, to tell a compile error from its symptom."""
+    return (spec.options.static_later and host_time(device) and not static.done()
+            and status in (Status.OK, Status.WRONG))
 
 
 def _quiet_host(static_future: Future, timeout_s: float) -> bool:

@@ -11,10 +11,12 @@ input's failure was appended to every later result of the same cell).
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from jupyter_ktune.backends.base import Backend
 from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.results import RunResult
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
@@ -44,6 +46,27 @@ def report_future(backend: Backend, spec: KernelSpec, config: Config) -> Future:
     if future is None or _failed_on_inputs(future):
         future = _reports[key] = _pool.submit(_build, backend, spec, config)
     return future
+
+
+def report_if_done(source_hash: str, arch: str, config: Config) -> tuple[Any, Any] | None:
+    """Worker-side, for a result returned before its report (``RunOptions.static_later``):
+    ``(report, failure)`` once built (``(None, None)`` when none was started), None while it
+    builds. Never waits: the session asks again while it is idle."""
+    future = _reports.get((source_hash, arch, config))
+    if future is None:
+        return None, None
+    return future.result() if future.done() else None
+
+
+def with_report(result: RunResult, static: Any, failure: Any) -> RunResult:
+    """A result returned before its report, completed with it: a failure's messages are kept
+    as the run keeps them (its diagnostics, and why there is no report in the reason)."""
+    if isinstance(failure, CompileFailure):
+        why = str(failure) if failure.diagnostics else failure.log
+        return replace(result, static=static, static_pending=False,
+                       diagnostics=result.diagnostics or tuple(failure.diagnostics),
+                       reason=f"{result.reason}; {why}" if result.reason else why)
+    return replace(result, static=static, static_pending=False)
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> bool:

@@ -10,6 +10,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
   stall samples)
 * ``("device", backend)`` -> DeviceInfo
+* ``("describe", spec)`` -> what the backend reads from the cell's module at parse (a Triton
+  cell's ``@triton.autotune`` list), as plain data; the module stays loaded for the run, so the
+  kernel's package is imported once (``runner.describe``)
 * ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
   inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
   fix))``: the inputs function runs here, never in the notebook (issue 34)
@@ -52,6 +55,10 @@ def _handle(msg: tuple) -> tuple:
         return ("ok", device_info(msg[1]))
     if kind == "limits":
         return _limits(msg[1])
+    if kind == "describe":
+        from jupyter_ktune.backends import get_backend
+
+        return ("ok", get_backend(msg[1].backend).describe(msg[1]))
     if kind == "call":
         _, fn, args, kwargs = msg
         return ("ok", fn(*args, **kwargs))

@@ -209,6 +209,9 @@ class KernelPanel:
 
     def _deliver(self, d: Delivery, kind: str | None = None) -> None:
         r = d.result
+        if d.late:  # a result delivered before, now with its static report: replace it
+            self._complete(r)
+            return
         with self._lock:
             self.results[Config(r.config)] = r
             self._history.append(r)
@@ -229,6 +232,23 @@ class KernelPanel:
                                    "delivered_s": d.latency_s,
                                    "panel_s": time.perf_counter() - d.requested_at,
                                    "device_ms": spent, "phases_ms": dict(r.phases_ms)})
+
+    def _complete(self, r: RunResult) -> None:
+        """Put ``r`` where the same request's result without its static report is."""
+        with self._lock:
+            config = Config(r.config)
+            for i in range(len(self._history) - 1, -1, -1):
+                old = self._history[i]
+                if old.static_pending and Config(old.config) == config:
+                    self._history[i] = r
+                    break
+            if self.results.get(config) is not None and self.results[config].static_pending:
+                self.results[config] = r
+            if self.current is not None and self.current.static_pending \
+                    and Config(self.current.config) == config:
+                self.current = r
+                self.card.value = run_result_html(r)
+                self._snapshot_soon()
 
     def _adapt(self) -> None:
         """Views and actions only where they can work; otherwise say why, where they were."""
@@ -314,7 +334,15 @@ class KernelPanel:
 
     @property
     def result(self) -> RunResult | None:
-        """The current result, after the pending request (if any) has been served."""
+        """The current result, after the pending request (if any) has been served, with its
+        static report (one that follows the result waits for it, ``session.wait_reports``)."""
+        self.session.wait_idle()
+        self.session.wait_reports()
+        return self.shown()
+
+    def shown(self) -> RunResult | None:
+        """The current result as the panel shows it now: once served, before any static
+        report that follows it (the cell's output waits for this much only)."""
         self.session.wait_idle()
         with self._lock:
             return self.current

@@ -29,6 +29,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.errors import CellError
     from jupyter_ktune.measure.ceilings import cached_ceilings
     from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.runner.describe import cold_phases, take_cold
     from jupyter_ktune.session import TuningSession
     from jupyter_ktune.tune.pool_warm import warm_pool
     from jupyter_ktune.ui.app import KernelPanel
@@ -40,7 +41,10 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     worker = get_worker()
     waits, t0 = len(worker.ready_waits_s), time.perf_counter()
     device = worker.device(spec.backend)
-    cold = cold_phases(worker, waits, time.perf_counter() - t0, spec.backend)
+    # what the parse waited for (the describe request: the worker's start, the backend's
+    # imports, the cell's module), then what this panel's device question waited for
+    cold = _added(take_cold(worker, spec),
+                  cold_phases(worker, waits, time.perf_counter() - t0, spec.backend))
     warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
     key = spec.name if replaces is None else replaces
@@ -53,21 +57,11 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     session.cold_phases_ms = cold
     ceilings = cached_ceilings(device)
     panel = KernelPanel(session, choose_config(spec, None, limits), ceilings)
-    panel.result  # noqa: B018 - wait for the first result so the output shows numbers
+    panel.shown()  # the first result, so the output shows numbers (its report may follow)
     if ceilings is None and device.compute_capability is not None:
         measure_ceilings_after(panel, worker, device)
     _live[key] = panel
     return panel
-
-
-def cold_phases(worker: Any, waits_before: int, device_s: float, backend: str) -> dict:
-    """The first request's cold costs, ms per phase: waiting for the worker's start (0 when
-    ``%load_ext`` started it early enough) and opening the device, which in a fresh worker is
-    the backend's imports and the device context (``worker.device``)."""
-    waited = sum(worker.ready_waits_s[waits_before:])
-    out = {"worker start": waited * 1e3,
-           f"{backend} imports and device": max(device_s - waited, 0.0) * 1e3}
-    return {k: v for k, v in out.items() if v >= 1.0}
 
 
 def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
@@ -85,6 +79,10 @@ def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
         if found:
             panel.roofline.set_ceilings(found)
             if panel.result is not None:
-                panel.roofline.show(panel.result)
+                panel.roofline.show(panel.shown())
 
     threading.Thread(target=measure, name="ktune-ceilings", daemon=True).start()
+
+
+def _added(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {**a, **b}}

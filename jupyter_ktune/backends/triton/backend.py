@@ -35,7 +35,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, Device
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
-from jupyter_ktune.backends.triton.decorators import apply_heuristics, unwrap
+from jupyter_ktune.backends.triton.decorators import apply_heuristics, param_default, unwrap
 from jupyter_ktune.backends.triton.given import as_constexpr
 from jupyter_ktune.backends.triton.interpreter import (
     asks_for_target,
@@ -44,7 +44,7 @@ from jupyter_ktune.backends.triton.interpreter import (
     patch_float_scalars,
 )
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
-from jupyter_ktune.backends.triton.describe import module_source
+from jupyter_ktune.backends.triton.describe import module_source, read_autotune
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.config_arguments import (
     DescriptorPlaceholder,
@@ -53,7 +53,12 @@ from jupyter_ktune.backends.triton.config_arguments import (
 )
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
-from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
+from jupyter_ktune.backends.triton.launch import (
+    TritonVariant,
+    call_arguments,
+    supported_options,
+    triton_version,
+)
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
     ensure_allocator,
@@ -102,6 +107,10 @@ class TritonBackend:
             spec = dataclasses.replace(spec, helpers=helpers)
         return expand_autotune(spec)
 
+    def describe(self, spec: KernelSpec) -> dict[str, Any]:
+        """In the worker, at parse: the module's ``@triton.autotune`` list (:mod:`.describe`)."""
+        return read_autotune(self, spec)
+
     @cached_property
     def interpret(self) -> bool:
         """Whether this worker runs Triton's interpreter (decided before importing triton)."""
@@ -119,7 +128,8 @@ class TritonBackend:
             import triton
         except ImportError as exc:
             return DeviceInfo(False, "no Triton", reason=missing_reason(exc.name or "triton"))
-        tools = {"triton": triton.__version__, "torch": torch.__version__}
+        # plain str: torch's TorchVersion, unpickled in the notebook, imported torch there
+        tools = {"triton": str(triton.__version__), "torch": str(torch.__version__)}
         if interpret:
             return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools)
         from jupyter_ktune.measure.clocks import driver_version
@@ -146,7 +156,9 @@ class TritonBackend:
         """Describe the GPU, or the interpreter on a CPU machine."""
         return self._device
 
-    def _module(self, spec: KernelSpec) -> Any:
+    def module(self, spec: KernelSpec) -> Any:
+        """The cell's module, loaded once per cell text in this mode (a run, a compile, and the
+        parse's ``describe`` share it: the kernel's package is imported once)."""
         interpret = self.interpret  # decide the mode before triton is imported
         try:
             if interpret and asks_for_target(spec.source):
@@ -201,7 +213,7 @@ class TritonBackend:
         """The compile of ``config`` as a request a process can run: (its cache key, it)."""
         sig = check_cell(spec)
         clock = time.perf_counter()
-        module = self._module(spec)
+        module = self.module(spec)
         self.compile_phases = {"module": time.perf_counter() - clock}
         kernel = getattr(module, spec.name)
         if spec.inputs is None:
@@ -214,7 +226,7 @@ class TritonBackend:
         chain = unwrap(kernel)
         values = {**host, **cxx}
         values.update(apply_heuristics(chain, values))
-        constexprs = {p: values[p] if p in values else _default(chain.jit, p)
+        constexprs = {p: values[p] if p in values else param_default(chain.jit, p)
                       for p in sig.constexprs}
         options = {k: cxx[k] for k in LAUNCH_OPTIONS if k in cxx}
         key = (spec.source_hash, config, tuple(sorted(types.items())), tuple(sorted(aligned)),
@@ -249,7 +261,7 @@ class TritonBackend:
         for p in sig.runtime:
             value = host.get(p, cxx.get(p))
             if value is None:
-                value = _default(unwrap(kernel).jit, p)
+                value = param_default(unwrap(kernel).jit, p)
             if value is None and p in host:
                 types[p] = "constexpr"  # a None argument (fla's cu_seqlens=None) specializes
                 continue
@@ -276,7 +288,7 @@ class TritonBackend:
         every compile receives them, instead of each process calling ``inputs()`` (on the
         H200, 15 processes each drawing a 4096^2 matmul's inputs summed 6.8 s, issue 33)."""
         check_cell(spec)
-        self._module(spec)
+        self.module(spec)
         import triton.compiler  # noqa: F401 - the compiler's own first import
 
     def pool_hints(self, spec: KernelSpec) -> Any:
@@ -287,7 +299,7 @@ class TritonBackend:
         if spec.inputs is None:
             return None
         sig = check_cell(spec)
-        kernel = getattr(self._module(spec), spec.name)
+        kernel = getattr(self.module(spec), spec.name)
         return self._argument_types(spec, sig, kernel, spec.space.py_env(next(iter(
             spec.space.configs()))))
 
@@ -310,16 +322,17 @@ class TritonBackend:
         """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
         sig = check_cell(spec)
         unsupported = [k for k in LAUNCH_OPTIONS if k in spec.space.names
-                       and k not in _supported_options()]
+                       and k not in supported_options()]
         if unsupported:
             k = unsupported[0]
-            raise CellError(f"this Triton ({_triton_version()}) has no launch option {k}",
+            raise CellError(f"this Triton ({triton_version()}) has no launch option {k}",
                             line=spec.space.param(k).line, fix="Remove the tunable.")
-        try:
-            self._aot_compile(spec, config)
+        try:  # the interpreter runs the Python: its report's compile is the run's business
+            if not self.interpret:  # (runner.execute.report_later), not a wait before it
+                self._aot_compile(spec, config)
         except CellError:
             pass  # a missing or odd argument: bind() reports it with the fix, as a run error
-        kernel = getattr(self._module(spec), spec.name)
+        kernel = getattr(self.module(spec), spec.name)
         if not self.interpret:
             ensure_allocator()
         return TritonVariant(spec, sig, kernel, config, "cpu" if self.interpret else "cuda",
@@ -375,26 +388,6 @@ def _placeholder(_name: str, value: Any, block: list[int] | None) -> Any:
     if is_descriptor(value):
         return DescriptorPlaceholder.of(value, ts.dtype_name(value.base), block)
     return ArrayPlaceholder(ts.dtype_name(value))
-
-
-def _default(kernel: Any, param: str) -> Any:
-    import inspect
-
-    fn = getattr(kernel, "fn", kernel)
-    p = inspect.signature(fn).parameters[param]
-    return None if p.default is inspect.Parameter.empty else p.default
-
-
-def _triton_version() -> str:
-    import triton
-
-    return triton.__version__
-
-
-def _supported_options() -> set[str]:
-    from triton.backends.nvidia.compiler import CUDAOptions
-
-    return set(CUDAOptions.__dataclass_fields__)
 
 
 BACKEND = TritonBackend()

@@ -124,3 +124,10 @@ def _matching_config(configs: list[Any], values: Mapping[str, Any]) -> Any:
         if all(values.get(k, v) == v for k, v in cv.items()):
             return cfg
     return None
+
+
+def param_default(kernel: Any, param: str) -> Any:
+    """The default of the jit function's parameter ``param``, or None without one."""
+    fn = getattr(kernel, "fn", kernel)
+    p = inspect.signature(fn).parameters[param]
+    return None if p.default is inspect.Parameter.empty else p.default

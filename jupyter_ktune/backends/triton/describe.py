@@ -1,10 +1,15 @@
-"""A kernel's ``@triton.autotune`` config list as ktune's space, read on the notebook side.
+"""A kernel's ``@triton.autotune`` config list as ktune's space, read by the device worker.
 
 Published config lists are built by code (comprehensions, helper functions, ``IS_AMD``,
 ``get_current_target()``), so the list is only known after the cell's module has run. The
-notebook never imports triton (the worker decides the interpreter first), so the module runs in
-a short child interpreter under Triton's interpreter, with the active driver answering for the
-compile target (:func:`.interpreter.install_target_driver`), once per cell text.
+notebook never imports triton or the kernel's package, so the module runs where it has to run
+anyway: in the device worker (request ``("describe", spec)``, :mod:`jupyter_ktune.runner.describe`),
+which loads it as :meth:`TritonBackend.module` does for a run, in the worker's own mode (the
+GPU, or the interpreter with the active driver answering for the compile target,
+:func:`.interpreter.install_target_driver`). The run then finds the module loaded: the package
+is imported once per cell text, not once in a parse-time child interpreter and again in the
+worker (16-20 s and ~12 s of fla's first cell on the H200, issue 33). The notebook side keeps
+the answer per cell text.
 
 The list becomes tunables: one per config field (the kwargs, then ``num_warps``,
 ``num_stages``, ``num_ctas``, ``maxnreg`` where set), with the values in list order, and, when
@@ -18,15 +23,12 @@ from __future__ import annotations
 import ast
 import json
 import math
-import os
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from jupyter_ktune.backends.triton.cell import kernel_def
-from jupyter_ktune.errors import CellError
+from jupyter_ktune.backends.triton.decorators import config_values, unwrap
+from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
 from jupyter_ktune.space import Constraint, Param, Space
 from jupyter_ktune.spec import KernelSpec
 
@@ -53,23 +55,14 @@ def autotune_line(spec: KernelSpec) -> int | None:
 
 
 def describe(spec: KernelSpec) -> dict[str, Any]:
-    """Run the cell module in a child and return its autotune list (``{"configs": [...]}``)."""
+    """The cell module's autotune list (``{"configs": [...], ...}``), read by the device worker
+    (:func:`read_autotune` there) once per cell text."""
     key = (module_source(spec), spec.name, spec.options.arch)
     if key in _DONE:
         return _DONE[key]
-    root = str(Path(__file__).resolve().parents[3])
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
-           "KTUNE_FORCE_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    request = json.dumps({"source": module_source(spec), "name": spec.name, "line": spec.body_line,
-                          "arch": spec.options.arch})
-    proc = subprocess.run([sys.executable, "-m", __name__], input=request, text=True, env=env,
-                          capture_output=True, timeout=300, check=False)
-    try:
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        out = {"error": tail, "line": None}
+    from jupyter_ktune.runner.describe import describe_in_worker
+
+    out = describe_in_worker(spec)
     if "error" in out:
         raise CellError(f"the cell's module failed while ktune read the @triton.autotune list: "
                         f"{out['error']}", line=out.get("line") or autotune_line(spec),
@@ -109,33 +102,20 @@ def _value(v: Any) -> int | str:
     return v
 
 
-def _child() -> None:
-    """Load the cell under the interpreter and print its autotune list as one JSON line."""
-    request = json.loads(sys.stdin.read())
-    from jupyter_ktune.backends.triton.module import choose_mode, load_module
-
-    choose_mode()
-    from jupyter_ktune.backends.triton.decorators import config_values, unwrap
-    from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
-
-    if asks_for_target(request["source"]):
-        install_target_driver(request["arch"])
+def read_autotune(backend: Any, spec: KernelSpec) -> dict[str, Any]:
+    """In the worker: load the cell's module (``backend.module``, as a run loads it, so the run
+    finds it loaded) and return its autotune list as plain data (JSON types: the notebook
+    unpickles no triton or torch object), or ``{"error": first line, "line": cell line}``."""
     try:
-        module = load_module(request["source"], request["name"], request["line"])
-    except Exception as exc:  # noqa: BLE001 - the cell's own error, with its line
-        from jupyter_ktune.backends.triton.module import import_failure
-
-        failure = import_failure(exc, "ktune_triton_")
+        module = backend.module(spec)
+    except CompileFailure as failure:  # the cell's own error, with its line
         line = failure.diagnostics[0].line if failure.diagnostics else None
-        print(json.dumps({"error": failure.log.splitlines()[0], "line": line}))
-        return
-    chain = unwrap(getattr(module, request["name"]))
+        return {"error": failure.log.splitlines()[0], "line": line}
+    except (CannotRun, CellError) as exc:
+        return {"error": str(exc).splitlines()[0], "line": getattr(exc, "line", None)}
+    chain = unwrap(getattr(module, spec.name))
     configs = [config_values(c) for t in chain.autotuners for c in t.configs]
     configs = [{k: v for k, v in c.items() if not (k == "num_ctas" and v == 1)} for c in configs]
     keys = [k for t in chain.autotuners for k in t.keys]
-    print(json.dumps({"configs": configs, "keys": keys,
-                      "heuristics": list(chain.heuristic_names)}, default=str))
-
-
-if __name__ == "__main__":
-    _child()
+    return json.loads(json.dumps({"configs": configs, "keys": keys,
+                                  "heuristics": list(chain.heuristic_names)}, default=str))
