@@ -5,7 +5,7 @@ Most causes are known where the failure happens (a CompileFailure, a launch chec
 OutOfResources, the client's timeout, verification). Two arrive as text inside a generic one: the
 compiler or the driver says the build does not fit the resources (ptxas: "Insufficient registers"
 under a ``maxnreg`` or ``-maxrregcount`` cap, "uses too much shared data"; the driver: "too many
-resources requested for launch") or does not fit the GPU (ptxas: an instruction "not supported on
+resources requested for launch"; Triton's launch: "out of resource: shared memory") or does not fit the GPU (ptxas: an instruction "not supported on
 .target sm_90" that needs ``sm_90a``; the driver: "no kernel image is available", "invalid device
 function"). :func:`by_cause` relabels a compile or runtime error so, for a single run and for
 every sweep row alike; the reason keeps the compiler's or driver's own words.
@@ -27,9 +27,8 @@ _WRONG_ARCH = re.compile(
     re.IGNORECASE)
 _OUT_OF_RESOURCES = re.compile(
     r"Insufficient registers|too much shared data|too many resources requested|"
-    r"TOO_MANY_RESOURCES|out of resources|OutOfResources|CUDA_ERROR_OUT_OF_MEMORY|"
-    r"out of memory",
-    re.IGNORECASE)
+    r"TOO_MANY_RESOURCES|out of resources?\b|OutOfResources",
+    re.IGNORECASE)  # memory exhausted stays a runtime error in its own words (fault_confusion)
 #: the statuses whose text may name a more precise cause
 _GENERIC = (Status.COMPILE_ERROR, Status.RUNTIME_ERROR)
 

@@ -325,3 +325,13 @@ def test_a_register_cap_too_low_for_triton_is_out_of_resources_in_ptxas_words(wo
     r = run_kernel(spec, {"maxnreg": 40}, worker=worker)
     assert r.status is Status.OUT_OF_RESOURCES, (r.status, r.reason)
     assert "Insufficient registers (40)" in r.reason  # ptxas's line, not Triton's wrapper's
+
+
+def test_memory_exhaustion_keeps_its_own_words_and_status():
+    from jupyter_ktune.failure_cause import cause
+    from jupyter_ktune.results import Status
+
+    assert cause(Status.RUNTIME_ERROR, "torch.OutOfMemoryError: CUDA out of memory") is \
+        Status.RUNTIME_ERROR  # bench/fault_confusion.py's "out of memory" class
+    assert cause(Status.RUNTIME_ERROR, "OutOfResources: out of resource: shared memory, "
+                 "Required: 262144, Hardware limit: 232448") is Status.OUT_OF_RESOURCES
