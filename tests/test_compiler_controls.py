@@ -335,3 +335,25 @@ def test_memory_exhaustion_keeps_its_own_words_and_status():
         Status.RUNTIME_ERROR  # bench/fault_confusion.py's "out of memory" class
     assert cause(Status.RUNTIME_ERROR, "OutOfResources: out of resource: shared memory, "
                  "Required: 262144, Hardware limit: 232448") is Status.OUT_OF_RESOURCES
+
+
+def test_exports_say_what_the_compiler_was_told_and_pass_no_control_as_a_constant():
+    from jupyter_ktune.results import Status
+    from jupyter_ktune.tune.report import Evaluation, TuneReport
+    from jupyter_ktune.tune.store import StoredResult
+
+    spec = parse_cell("k --backend cuda", f'// ktune: BLOCK in [64]; name_prefix in ["cutlass_"]'
+                      f"; nvcc_flags in {FLAGS}; maxnreg in [128]\n"
+                      "__global__ void k(float* y) {}\n")
+    best = StoredResult(spec.space.config(nvcc_flags=["--use_fast_math"]), Status.OK,
+                        times_ms=np.full(5, 0.01), kernel="k", backend="cuda", device="H200")
+    report = TuneReport("k", "cuda", "exhaustive", spec.space, "H200", (Evaluation(best, 0),),
+                        final=(best,), verdict=None, valid_configs=3)
+    header = report.export("cpp")
+    assert "constexpr int KT_K_BLOCK = 64;" in header
+    assert "KT_K_nvcc_flags" not in header and "KT_K_name_prefix" not in header
+    assert "// kernel named cutlass_k" in header and "// compiled with --use_fast_math" in header
+    assert "// compiled with -maxrregcount=128" in header
+    triton = report.export("triton", k=1)
+    assert "triton.Config({'BLOCK': 64}, maxnreg=128)" in triton, triton
+    assert "kernel named cutlass_k" in triton

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
+from jupyter_ktune.tunable_values import COMPILER_CONTROLS, NOT_FOR_KERNEL
 from jupyter_ktune.tune.store import StoredResult
 
 if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
@@ -82,9 +83,13 @@ def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = (),
     lines = ["import triton", "", *_header(report, "#"),
              *([f"# Kernel from {origin}"] if origin else []), "configs = ["]
     for r in _ranked(report, k):
-        kwargs = {n: v for n, v in r.config.items() if n not in TRITON_OPTIONS}
+        kwargs = {n: v for n, v in r.config.items()
+                  if n not in TRITON_OPTIONS and n not in NOT_FOR_KERNEL}
         opts = "".join(f", {n}={r.config[n]!r}" for n in TRITON_OPTIONS if n in r.config)
-        time = f"  # {r.median_ms * 1e3:.2f} µs" if r.median_ms is not None else ""
+        notes = [f"{r.median_ms * 1e3:.2f} µs"] if r.median_ms is not None else []
+        if r.config.get("name_prefix"):  # a triton.Config cannot rename: say what was timed
+            notes.append(compiler_note(report.kernel, "name_prefix", r.config["name_prefix"]))
+        time = f"  # {'; '.join(notes)}" if notes else ""
         lines.append(f"    triton.Config({kwargs!r}{opts}),{time}")
     own = _cell_decorators(spec, report.kernel) if spec is not None else []
     if own:
@@ -107,9 +112,21 @@ def cpp_header(report: TuneReport, k: int = 1) -> str:
         lines.append(f"// median {r.median_ms * 1e3:.2f} µs over {r.times_ms.size} runs")  # type: ignore[union-attr]
     for p in report.space.params:
         value = r.config[p.name]
+        if p.name in COMPILER_CONTROLS:  # what the compiler was told, not a constant
+            lines.append(f"// {compiler_note(report.kernel, p.name, value)}")
+            continue
         note = "" if isinstance(value, int) else f"  // {value}"
         lines.append(f"constexpr int KT_{stem}_{p.name} = {cxx_value(value, p.values)};{note}")
     return "\n".join(lines) + "\n"
+
+
+def compiler_note(kernel: str, name: str, value: Any) -> str:
+    """A compiler control of the winner, in words for the exported header."""
+    if name == "name_prefix":
+        return f"kernel named {value}{kernel}" if value else f"kernel named {kernel}"
+    if name == "maxnreg":
+        return f"compiled with -maxrregcount={value}"
+    return f"compiled with {' '.join(value) or 'no extra nvcc flags'}"
 
 
 def pallas_table(report: TuneReport, k: int = 1, name: str = "TUNED_BLOCK_SIZES") -> str:
