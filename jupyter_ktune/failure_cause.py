@@ -5,10 +5,11 @@ Most causes are known where the failure happens (a CompileFailure, a launch chec
 OutOfResources, the client's timeout, verification). Two arrive as text inside a generic one: the
 compiler or the driver says the build does not fit the resources (ptxas: "Insufficient registers"
 under a ``maxnreg`` or ``-maxrregcount`` cap, "uses too much shared data"; the driver: "too many
-resources requested for launch"; Triton's launch: "out of resource: shared memory") or does not fit the GPU (ptxas: an instruction "not supported on
-.target sm_90" that needs ``sm_90a``; the driver: "no kernel image is available", "invalid device
-function"). :func:`by_cause` relabels a compile or runtime error so, for a single run and for
-every sweep row alike; the reason keeps the compiler's or driver's own words.
+resources requested for launch"; Triton's launch: "out of resource: shared memory") or does not
+fit the GPU (ptxas: an instruction "not supported on .target sm_90" that needs ``sm_90a``; the
+driver: "no kernel image is available", "invalid device function"). :func:`by_cause` relabels
+a compile or runtime error so, for a single run and for every sweep row alike; the reason keeps
+the compiler's or driver's own words.
 """
 
 from __future__ import annotations

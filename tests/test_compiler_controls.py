@@ -357,3 +357,63 @@ def test_exports_say_what_the_compiler_was_told_and_pass_no_control_as_a_constan
     triton = report.export("triton", k=1)
     assert "triton.Config({'BLOCK': 64}, maxnreg=128)" in triton, triton
     assert "kernel named cutlass_k" in triton
+
+
+@needs_nvcc
+def test_nvrtc_compiles_the_renamed_kernel_with_the_mapped_flags():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nvrtc_wheel import load_nvrtc, nvrtc_compile
+
+    from jupyter_ktune.backends.cuda.flags import nvrtc_flags
+    from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
+    from jupyter_ktune.backends.cuda.source import parse_signature, static_source
+
+    nvrtc = load_nvrtc()
+    if nvrtc is None:
+        pytest.skip("libnvrtc not found: pip install nvidia-cuda-nvrtc")
+    src = HEAVY.replace('[[], ["-maxrregcount=32"]]',
+                        '[["-use_fast_math", "-maxrregcount=32", "-Xptxas", "-O2"]]')
+    spec = parse_cell("heavy --backend cuda", src)
+    config = spec.space.config(name_prefix="cutlass_")
+    one = with_name_prefix(spec, config)
+    sig = parse_signature(one)
+    cxx = spec.space.cxx_env(config)
+    base = ["--gpu-architecture=sm_90", *nvrtc_options(one, sig, cxx)]
+    mapped = nvrtc_flags(one, config)
+    assert mapped == ("--use_fast_math", "--maxrregcount=32", "--ptxas-options=-O2")
+    ok, log = nvrtc_compile(nvrtc, static_source(one, sig, cxx), [*base, *mapped])
+    assert ok, log
+    # a host-compiler flag NVRTC has no option for: refused on the tunable's line, as NVRTC
+    # itself would refuse it (with no cell line)
+    ok, log = nvrtc_compile(nvrtc, static_source(one, sig, cxx), [*base, "--compiler-options=-O3"])
+    assert not ok and "unrecognized option" in log
+    host = parse_cell("heavy --backend cuda", src.replace('"-O2"]]', '"-O2"], ["-Xcompiler=-O3"]]'))
+    with pytest.raises(CellError, match="-Xcompiler=-O3 has no NVRTC option"):
+        nvrtc_flags(host, host.space.config(nvcc_flags=["-Xcompiler=-O3"]))
+
+
+def test_a_triton_parameter_with_a_reserved_name_is_refused():
+    from jupyter_ktune.backends.triton.cell import check_cell
+
+    src = VADD.replace("BLOCK: tl.constexpr)", "BLOCK: tl.constexpr, name_prefix: tl.constexpr)")
+    spec = parse_cell(TRITON_LINE, src, {"inputs": _inputs, "reference": _reference})
+    with pytest.raises(CellError, match="reserved tunable name") as err:
+        check_cell(spec)
+    assert err.value.line == 2
+
+
+def test_the_panel_controls_show_and_return_list_values():
+    pytest.importorskip("ipywidgets")
+    from jupyter_ktune.ui.controls import control_for
+
+    spec = parse_cell("k --backend cuda", f'// ktune: name_prefix in ["", "cutlass_"]; '
+                      f"nvcc_flags in {FLAGS}\n__global__ void k(float* y) {{}}\n")
+    flags = control_for(spec.space.param("nvcc_flags"), ())
+    assert [label for label, _ in flags.options] == ["[]", "[--use_fast_math]",
+                                                     "[-maxrregcount=128]"]
+    flags.value = ("--use_fast_math",)
+    assert flags.label == "[--use_fast_math]"
+    assert control_for(spec.space.param("name_prefix"), "").label == '""'
