@@ -417,3 +417,23 @@ def test_the_panel_controls_show_and_return_list_values():
     flags.value = ("--use_fast_math",)
     assert flags.label == "[--use_fast_math]"
     assert control_for(spec.space.param("name_prefix"), "").label == '""'
+
+
+def test_tpe_proposes_list_values_without_optuna_warnings():
+    import warnings
+
+    pytest.importorskip("optuna")
+    from jupyter_ktune.tune.search import make_strategy
+
+    spec = parse_cell("k --backend cuda", f'// ktune: B in [1, 2, 4]; name_prefix in ["", '
+                      f'"cutlass_"]; nvcc_flags in {FLAGS}\n__global__ void k(float* y) {{}}\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # optuna warns of a tuple among its choices
+        tpe = make_strategy("tpe", spec.space, seed=0)
+        seen = []
+        while (c := tpe.ask()) is not None and len(seen) < 18:
+            seen.append(c)
+            tpe.tell(c, 1.0 + len(seen) % 5)
+        resumed = make_strategy("tpe", spec.space, seed=0)
+        resumed.tell(seen[0], 1.0)  # a stored result from an earlier sweep
+    assert len(set(seen)) == 18 and all(c in list(spec.space.configs()) for c in seen)
