@@ -35,7 +35,7 @@ def as_value(value: Any) -> Any:
 def value_text(value: Any) -> str:
     """A value as a label shows it: ``128``, ``64B``, ``""`` for the empty string, a list as
     ``[--use_fast_math]`` (``[]`` when empty)."""
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):  # a list: a saved panel's JSON read back
         return "[" + ", ".join(value_text(v) for v in value) + "]"
     if value == "":
         return '""'

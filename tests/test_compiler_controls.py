@@ -437,3 +437,19 @@ def test_tpe_proposes_list_values_without_optuna_warnings():
         resumed = make_strategy("tpe", spec.space, seed=0)
         resumed.tell(seen[0], 1.0)  # a stored result from an earlier sweep
     assert len(set(seen)) == 18 and all(c in list(spec.space.configs()) for c in seen)
+
+
+def test_interpreter_host_times_never_rank_configs_that_differ_only_in_name_prefix():
+    from jupyter_ktune.results import Status
+    from jupyter_ktune.tune.report import decide
+    from jupyter_ktune.tune.store import StoredResult
+    from jupyter_ktune.tunable_values import value_text
+
+    host = "Triton interpreter, host time (not GPU time)"
+    rows = [StoredResult(Config({"BLOCK": 64, "name_prefix": p}), Status.OK,
+                         times_ms=np.full(20, ms) + np.arange(20) * 1e-4, method=host)
+            for p, ms in (("cutlass_", 1.0), ("", 2.0))]
+    verdict = decide(rows)
+    assert verdict.runner_up is None and "name_prefix" in verdict.inert
+    assert "no winner declared" in verdict.text()
+    assert value_text(["--use_fast_math"]) == "[--use_fast_math]"  # a saved panel's JSON list
