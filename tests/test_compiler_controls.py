@@ -235,6 +235,7 @@ def test_triton_runs_and_compiles_the_renamed_kernel(worker):
         assert r.status is Status.OK, r.reason  # the interpreter ran it, verified
         names[prefix] = list(r.static.kernels)  # Triton's own sm_90 compile, no GPU
     assert names == {"": ["vadd"], "cutlass_": ["cutlass_vadd"]}
+    assert r.static.kernel("vadd").name == "cutlass_vadd"  # found by the cell's name too
 
 
 @pytest.mark.usefixtures("triton_interpreter")

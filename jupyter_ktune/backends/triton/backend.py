@@ -10,7 +10,8 @@ The cell::
     def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr): ...
 
 Tunables are the kernel's ``tl.constexpr`` parameters plus the launch options ``num_warps``,
-``num_stages``, ``num_ctas`` and ``maxnreg``. The other parameters are matched by name to the
+``num_stages``, ``num_ctas`` and ``maxnreg``, and ``name_prefix``, which renames the kernel in
+its module (:mod:`jupyter_ktune.compiler_controls`). The other parameters are matched by name to the
 inputs dict (arrays become device tensors, scalars pass as given). ``triton`` and
 ``triton.language as tl`` are imported for the cell.
 
