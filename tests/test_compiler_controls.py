@@ -454,3 +454,20 @@ def test_interpreter_host_times_never_rank_configs_that_differ_only_in_name_pref
     assert verdict.runner_up is None and "name_prefix" in verdict.inert
     assert "no winner declared" in verdict.text()
     assert value_text(["--use_fast_math"]) == "[--use_fast_math]"  # a saved panel's JSON list
+
+
+@needs_nvcc
+def test_an_instruction_the_target_lacks_is_the_wrong_architecture(worker):
+    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.results import Status
+
+    body = ("// ktune: BLOCK in [128]; grid = 1; block = BLOCK\n"
+            "__global__ void fence(float* y) {\n"
+            '  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");  // sm_90a only\n'
+            "  y[threadIdx.x] = 1.f;\n}\n")
+    r = run_kernel(parse_cell("fence --backend cuda --static-only", body), {}, worker=worker)
+    assert r.status is Status.WRONG_ARCH, (r.status, r.reason)
+    assert "sm_90" in r.reason
+    ok = run_kernel(parse_cell("fence --backend cuda --static-only --arch sm_90a", body), {},
+                    worker=worker)
+    assert ok.status is Status.CANNOT_RUN and ok.static is not None, ok.reason
