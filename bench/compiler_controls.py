@@ -28,10 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CUDA = """// ktune: BLOCK in [256]; name_prefix in ["", "cutlass_"]
-// ktune: nvcc_flags in [[], ["--use_fast_math"], ["-maxrregcount=32"]]
-// ktune: grid = cdiv(n, BLOCK); block = BLOCK; bytes = 8 * n
-template <int BLOCK>
+# the kernels, shared with tests/test_compiler_controls.py (which gives them other directives)
+HEAVY_BODY = """template <int BLOCK>
 __global__ void heavy(const float* __restrict__ x, float* __restrict__ y, int n) {
   int i = blockIdx.x * BLOCK + threadIdx.x;
   if (i >= n) return;
@@ -47,9 +45,7 @@ __global__ void heavy(const float* __restrict__ x, float* __restrict__ y, int n)
 }
 """
 
-TRITON = """# ktune: BLOCK in [128]; name_prefix in ["", "cutlass_"]; maxnreg in [128, 255]
-# ktune: num_warps in [4]; grid = cdiv(M, BLOCK) * cdiv(N, BLOCK); flops = 2 * M * N * K
-@triton.jit
+MM_BODY = """@triton.jit
 def mm(a, b, c, M, N, K, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     pm, pn = pid // tl.cdiv(N, BLOCK), pid % tl.cdiv(N, BLOCK)
@@ -63,6 +59,13 @@ def mm(a, b, c, M, N, K, BLOCK: tl.constexpr):
         acc += tl.dot(x, y)
     tl.store(c + rm[:, None] * N + rn[None, :], acc)
 """
+CUDA = """// ktune: BLOCK in [256]; name_prefix in ["", "cutlass_"]
+// ktune: nvcc_flags in [[], ["--use_fast_math"], ["-maxrregcount=32"]]
+// ktune: grid = cdiv(n, BLOCK); block = BLOCK; bytes = 8 * n
+""" + HEAVY_BODY
+TRITON = """# ktune: BLOCK in [128]; name_prefix in ["", "cutlass_"]; maxnreg in [128, 255]
+# ktune: num_warps in [4]; grid = cdiv(M, BLOCK) * cdiv(N, BLOCK); flops = 2 * M * N * K
+""" + MM_BODY
 
 
 def heavy_reference(x, y, n):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,26 +21,15 @@ from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import parse_cell
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from compiler_controls import HEAVY_BODY, MM_BODY  # noqa: E402 - the cells the GPU bench runs
+
 FLAGS = '[[], ["--use_fast_math"], ["-maxrregcount=128"]]'
 
 HEAVY = """// ktune: BLOCK in [128]; name_prefix in ["", "cutlass_"]
 // ktune: nvcc_flags in [[], ["-maxrregcount=32"]]
 // ktune: grid = cdiv(n, BLOCK); block = BLOCK
-template <int BLOCK>
-__global__ void heavy(const float* __restrict__ x, float* __restrict__ y, int n) {
-  int i = blockIdx.x * BLOCK + threadIdx.x;  // heavy: 24 live values, each read 8 times
-  if (i >= n) return;
-  float a[24];
-  #pragma unroll
-  for (int k = 0; k < 24; ++k) a[k] = x[(i + k * 977) % n];
-  float s = 0.f;
-  #pragma unroll
-  for (int r = 0; r < 8; ++r)
-    #pragma unroll
-    for (int k = 0; k < 24; ++k) s += a[k] * a[(k * 7 + r) % 24] + __sinf(a[(k + r) % 24]);
-  y[i] = s;
-}
-"""
+""" + HEAVY_BODY  # 24 live values, each read 8 times: more than 32 registers
 
 
 # -- the language ------------------------------------------------------------------------------
@@ -196,20 +187,7 @@ TRITON_LINE = "vadd --backend triton --inputs inputs --reference reference --out
 
 MM = """# ktune: BLOCK in [128]; maxnreg in [128, 255]; num_warps in [4]
 # ktune: grid = cdiv(M, BLOCK) * cdiv(N, BLOCK)
-@triton.jit
-def mm(a, b, c, M, N, K, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    pm, pn = pid // tl.cdiv(N, BLOCK), pid % tl.cdiv(N, BLOCK)
-    rm = pm * BLOCK + tl.arange(0, BLOCK)
-    rn = pn * BLOCK + tl.arange(0, BLOCK)
-    rk = tl.arange(0, 32)
-    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
-    for k in range(0, K, 32):
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-        acc += tl.dot(x, y)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc)
-"""
+""" + MM_BODY
 
 
 def _mm_inputs(M=128, N=128, K=64):
