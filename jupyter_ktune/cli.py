@@ -40,7 +40,8 @@ class Exit(enum.IntEnum):
 EXIT_CODES = """exit codes:
   0  done: the kernel ran and was verified (run), the static report was made (static),
      the table was printed (device), a winner was found (tune)
-  1  the kernel failed: wrong result, runtime error, timeout, crash, out of resources
+  1  the kernel failed: wrong result, runtime error, timeout, crash, out of resources,
+     wrong architecture
   2  usage error: bad arguments, a missing file, a bad cell, a config its require lines refuse
   3  cannot run here: no device (or runtime) for this backend on this machine
   4  compile error"""

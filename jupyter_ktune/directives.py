@@ -16,6 +16,7 @@ from typing import Any
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.expr import free_names
 from jupyter_ktune.space import Constraint, Param, compile_expr, eval_expr
+from jupyter_ktune.tunable_values import parse_list
 
 _DIRECTIVE = re.compile(r"^\s*(?P<comment>//|#)\s*ktune\s*:\s*(?P<body>.*?)\s*$")
 _LAMBDA = re.compile(r"^lambda\s+(?P<meta>[A-Za-z_]\w*)\s*:\s*(?P<body>.+)$", re.S)
@@ -81,8 +82,9 @@ def _fits(values: range) -> bool:
         return False
 
 
-def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...]:
-    """Parse ``[64, 128]``, ``[none, 64B]``, ``pow2(16, 256)`` or ``range(1, 5)``."""
+def parse_values(text: str, line: int | None, name: str) -> tuple[Any, ...]:
+    """Parse ``[64, 128]``, ``[none, 64B]``, ``["", "cutlass_"]``, ``[[], ["-O3"]]`` (a list
+    value is a tuple of strings), ``pow2(16, 256)`` or ``range(1, 5)``."""
     text = text.strip()
     m = re.match(r"^(pow2|range)\s*\((.*)\)$", text)
     if m:
@@ -120,16 +122,7 @@ def parse_values(text: str, line: int | None, name: str) -> tuple[int | str, ...
     if not (text.startswith("[") and text.endswith("]")):
         raise CellError(f"cannot read the values of {name}: '{text}'", line=line,
                         fix=f"Write: {name} in [64, 128, 256].")
-    out: list[int | str] = []
-    for item in text[1:-1].split(","):
-        item = item.strip().strip("'\"")
-        if not item:
-            continue
-        try:
-            out.append(int(item, 0))
-        except ValueError:
-            out.append(item)
-    return tuple(out)
+    return parse_list(text, line, name)
 
 
 def _short(text: str, keep: int = 40) -> str:

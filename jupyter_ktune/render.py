@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.status import Status
+from jupyter_ktune.tunable_values import value_text
 
 if TYPE_CHECKING:
     from jupyter_ktune.results import RunResult
@@ -22,6 +23,7 @@ _BADGE = {
     Status.RUNTIME_ERROR: ("#cf222e", "runtime error"),
     Status.CRASHED: ("#cf222e", "worker crashed"),
     Status.TIMEOUT: ("#cf222e", "timed out"),
+    Status.WRONG_ARCH: ("#cf222e", "wrong architecture"),
     Status.CANNOT_RUN: ("#57606a", "cannot run here"),
     Status.NOT_ALLOWED: ("#57606a", "not allowed"),
 }
@@ -145,7 +147,7 @@ def run_result_html(r: RunResult) -> str:
     colour, label = _BADGE[r.status]
     if r.status is Status.OK and r.verification is None:
         colour, label = "#57606a", "not verified"
-    cfg = " ".join(f"{k}={v}" for k, v in r.config.items()) or "(no parameters)"
+    cfg = " ".join(f"{k}={value_text(v)}" for k, v in r.config.items()) or "(no parameters)"
     head = (f"<div style='display:flex;gap:8px;align-items:center;margin-bottom:4px'>"
             f"<span style='background:{colour};color:white;border-radius:10px;padding:1px 9px;"
             f"font-size:12px'>{escape(label)}</span><b>{escape(r.name)}</b>"
@@ -193,7 +195,7 @@ def phases_text(phases_ms: Mapping[str, float]) -> str:
 
 def run_result_text(r: RunResult) -> str:
     """Plain-text one-liner for terminals and ``repr``."""
-    cfg = " ".join(f"{k}={v}" for k, v in r.config.items())
+    cfg = " ".join(f"{k}={value_text(v)}" for k, v in r.config.items())
     parts = [f"{r.name} [{cfg}] {r.status.value}"]
     if r.measurement is not None:
         t = r.measurement.timing

@@ -20,8 +20,9 @@ from typing import Any
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.expr import compile_expr as compile_expr
 from jupyter_ktune.expr import eval_expr as eval_expr
+from jupyter_ktune.tunable_values import NOT_FOR_KERNEL, as_value, coerce_text, value_text
 
-ParamValue = int | str
+ParamValue = int | str | tuple[str, ...]  # a tuple: a list value (nvcc_flags)
 
 _SWIZZLE_NAME = re.compile(r"^(none|(\d+)B)$", re.IGNORECASE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -35,6 +36,8 @@ def cxx_value(value: ParamValue, choices: tuple[ParamValue, ...]) -> int:
     """
     if isinstance(value, int):
         return value
+    if isinstance(value, tuple):
+        return choices.index(value)
     m = _SWIZZLE_NAME.match(value)
     if m:
         return 0 if m.group(2) is None else int(m.group(2))
@@ -103,7 +106,8 @@ class Config(Mapping[str, ParamValue]):
     __slots__ = ("_items", "_hash")
 
     def __init__(self, values: Mapping[str, ParamValue] | None = None):
-        self._items = tuple(sorted((values or {}).items()))
+        # a list (a JSON store key read back, nvcc_flags) is kept as a tuple: hashable, equal
+        self._items = tuple(sorted((k, as_value(v)) for k, v in (values or {}).items()))
         self._hash = hash(self._items)
 
     def __getitem__(self, key: str) -> ParamValue:
@@ -135,7 +139,7 @@ class Config(Mapping[str, ParamValue]):
 
     def label(self) -> str:
         """Short human label, ``BLOCK=128 SWIZZLE=64B``."""
-        return " ".join(f"{k}={v}" for k, v in self._items) or "(no parameters)"
+        return " ".join(f"{k}={value_text(v)}" for k, v in self._items) or "(no parameters)"
 
 
 @dataclass(frozen=True)
@@ -209,12 +213,16 @@ class Space:
         return math.prod(len(p.values) for p in self.params)
 
     def cxx_env(self, config: Mapping[str, ParamValue]) -> dict[str, int]:
-        """Parameter values as the integers the kernel sees."""
-        return {p.name: p.cxx(config[p.name]) for p in self.params}
+        """Parameter values as the integers the kernel sees (the compiler controls that no
+        kernel sees, ``name_prefix`` and ``nvcc_flags``, left out)."""
+        return {p.name: p.cxx(config[p.name]) for p in self.params
+                if p.name not in NOT_FOR_KERNEL}
 
     def py_env(self, config: Mapping[str, ParamValue]) -> dict[str, Any]:
-        """Parameter values as a Python kernel (Triton, Pallas) takes them; see ``Param.py``."""
-        return {p.name: p.py(config[p.name]) for p in self.params}
+        """Parameter values as a Python kernel (Triton, Pallas) takes them; see ``Param.py``
+        (``name_prefix`` and ``nvcc_flags`` left out: no kernel takes them)."""
+        return {p.name: p.py(config[p.name]) for p in self.params
+                if p.name not in NOT_FOR_KERNEL}
 
     def config(self, values: Mapping[str, Any] | None = None, **kw: Any) -> Config:
         """Build a checked config; unspecified parameters take their first allowed value."""
@@ -363,7 +371,9 @@ def _py_value(value: ParamValue) -> Any:
 
 
 def _coerce(value: Any, p: Param) -> ParamValue:
-    """Match a user-given value to one of ``p``'s allowed values ("128" -> 128, 128 -> "128B")."""
+    """Match a user-given value to one of ``p``'s allowed values ("128" -> 128, 128 -> "128B",
+    a list or its JSON text -> the list value)."""
+    value = coerce_text(value) if any(isinstance(v, tuple) for v in p.values) else value
     for allowed in p.values:
         if value == allowed or str(value).lower() == str(allowed).lower():
             return allowed
@@ -373,4 +383,4 @@ def _coerce(value: Any, p: Param) -> ParamValue:
                 and cxx_value(allowed, p.values) == int(value):
             return allowed
     raise CellError(f"{value!r} is not an allowed value of {p.name}",
-                    fix=f"Choose one of {', '.join(map(str, p.values))}.")
+                    fix=f"Choose one of {', '.join(map(value_text, p.values))}.")

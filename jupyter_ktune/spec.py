@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from jupyter_ktune.backends import backend_names, get_backend
+from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
@@ -109,6 +110,8 @@ class KernelSpec:
     output_shapes: Mapping[str, Any] = field(default_factory=dict)
     # ``smem_tile = (TILE, TILE, float32)``: the tile the panel's swizzle bank map draws
     smem_tile: SmemTile | None = None
+    # the name_prefix (a compiler control) already applied to ``name`` and ``source``
+    symbol_prefix: str = ""
 
     @property
     def source_hash(self) -> str:
@@ -316,6 +319,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source, smem_tile=smem_tile)
+    check_controls(spec)  # name_prefix, nvcc_flags, maxnreg: where they work, their values
     for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
         check_constant(what, getattr(spec, what))
     expand = getattr(get_backend(spec.backend), "expand", None)

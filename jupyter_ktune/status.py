@@ -19,6 +19,7 @@ class Status(str, enum.Enum):
     RUNTIME_ERROR = "runtime error"
     CRASHED = "worker crashed"
     TIMEOUT = "timed out"
+    WRONG_ARCH = "wrong architecture"  # built for another GPU, or an instruction its target lacks
     CANNOT_RUN = "cannot run here"
     NOT_ALLOWED = "not allowed"
 

@@ -30,7 +30,7 @@ ROOT = TESTS.parent
 # The statuses a result may have on a machine where the lab extra is installed; the others say
 # a cell broke (a missing module used to show as "compile error" on cell line 1).
 BROKEN = ("wrong result", "compile error", "out of resources", "runtime error", "worker crashed",
-          "timed out")
+          "timed out", "wrong architecture")
 RESULT_LINE = re.compile(r"^(?P<name>\w+) \[[^\]]*\] (?P<status>[a-z ]+?) · (?P<reason>.*)$", re.M)
 # Outside the lab extra on purpose: CuPy is the cuda extra, and runs only with a GPU anyway.
 MAY_BE_MISSING = ("CuPy",)

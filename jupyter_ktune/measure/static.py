@@ -207,7 +207,8 @@ class StaticReport:
     dynamic_smem: int | None = None  # the launch's, when the config alone gives it
 
     def kernel(self, name: str) -> KernelStatic:
-        """Find a kernel by mangled name, demangled signature or bare name (``"vadd"``).
+        """Find a kernel by mangled name, demangled signature or bare name (``"vadd"``; also
+        ``"cutlass_vadd"``, built under a ``name_prefix``, when no kernel is named so exactly).
 
         Raises
         ------
@@ -218,6 +219,8 @@ class StaticReport:
             return self.kernels[name]
         hits = [k for k in self.kernels.values()
                 if name in (k.demangled, _bare_name(k.demangled))]
+        # a kernel a name_prefix renamed (cutlass_scale), asked for by its cell name (scale)
+        hits = hits or [k for k in self.kernels.values() if _bare_name(k.demangled).endswith(name)]
         if len(hits) == 1:
             return hits[0]
         listed = ", ".join(k.demangled for k in (hits or self.kernels.values()))

@@ -22,6 +22,7 @@ from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import QUICK_LAUNCH, Backend, DeviceInfo, limits_for
 from jupyter_ktune.backends.uploads import Uploads, for_input_set
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
+from jupyter_ktune.failure_cause import by_cause
 from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
 from jupyter_ktune.measure.integrity import changed_inputs
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
@@ -170,8 +171,9 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         if failure and status is not Status.COMPILE_ERROR:  # never drop why there is no report
             why = str(failure) if failure.diagnostics else failure.log
             reason = f"{reason}; {why}" if reason else why
-        return RunResult(**base, status=status, reason=reason, static=static,
-                         diagnostics=diagnostics, device=device.name, static_pending=late, **kw)
+        return by_cause(RunResult(**base, status=status, reason=reason, static=static,
+                                  diagnostics=diagnostics, device=device.name,
+                                  static_pending=late, **kw))
 
     if not device.available or spec.options.static_only:
         static, failure = static_future.result()

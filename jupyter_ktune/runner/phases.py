@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.tunable_values import value_text
+
 RAISE = "or raise --timeout (the limit of each phase, in seconds)"
 
 
@@ -74,7 +76,7 @@ def device(backend: str) -> Phase:
 
 def compiling(backend: str, config: Mapping[str, Any]) -> Phase:
     """Compiling and loading one variant."""
-    shown = ", ".join(f"{k}={v}" for k, v in config.items())
+    shown = ", ".join(f"{k}={value_text(v)}" for k, v in config.items())
     return Phase("compile", "compiling the variant", f"{backend}, {shown}" if shown else backend,
                  "a heavily unrolled or very large variant can compile for minutes: narrow the "
                  f"space (smaller tiles, fewer unroll steps), {RAISE}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
+from jupyter_ktune.tunable_values import COMPILER_CONTROLS, NOT_FOR_KERNEL
 from jupyter_ktune.tune.store import StoredResult
 
 if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
@@ -82,10 +83,11 @@ def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = (),
     lines = ["import triton", "", *_header(report, "#"),
              *([f"# Kernel from {origin}"] if origin else []), "configs = ["]
     for r in _ranked(report, k):
-        kwargs = {n: v for n, v in r.config.items() if n not in TRITON_OPTIONS}
-        opts = "".join(f", {n}={r.config[n]!r}" for n in TRITON_OPTIONS if n in r.config)
-        time = f"  # {r.median_ms * 1e3:.2f} µs" if r.median_ms is not None else ""
-        lines.append(f"    triton.Config({kwargs!r}{opts}),{time}")
+        notes = [f"{r.median_ms * 1e3:.2f} µs"] if r.median_ms is not None else []
+        if r.config.get("name_prefix"):  # a triton.Config cannot rename: say what was timed
+            notes.append(compiler_note(report.kernel, "name_prefix", r.config["name_prefix"]))
+        time = f"  # {'; '.join(notes)}" if notes else ""
+        lines.append(f"    {triton_config(r.config)},{time}")
     own = _cell_decorators(spec, report.kernel) if spec is not None else []
     if own:
         lines += ["]", "", *(f"# {d}" for d in own), f"# def {report.kernel}(...): ..."]
@@ -107,9 +109,30 @@ def cpp_header(report: TuneReport, k: int = 1) -> str:
         lines.append(f"// median {r.median_ms * 1e3:.2f} µs over {r.times_ms.size} runs")  # type: ignore[union-attr]
     for p in report.space.params:
         value = r.config[p.name]
+        if p.name in COMPILER_CONTROLS:  # what the compiler was told, not a constant
+            lines.append(f"// {compiler_note(report.kernel, p.name, value)}")
+            continue
         note = "" if isinstance(value, int) else f"  // {value}"
         lines.append(f"constexpr int KT_{stem}_{p.name} = {cxx_value(value, p.values)};{note}")
     return "\n".join(lines) + "\n"
+
+
+def triton_config(config: Any) -> str:
+    """``triton.Config({constexprs}, launch options)`` for one config; ``name_prefix`` is left
+    out (a triton.Config cannot rename a kernel; the line's comment says it)."""
+    kwargs = {n: v for n, v in config.items()
+              if n not in TRITON_OPTIONS and n not in NOT_FOR_KERNEL}
+    opts = "".join(f", {n}={config[n]!r}" for n in TRITON_OPTIONS if n in config)
+    return f"triton.Config({kwargs!r}{opts})"
+
+
+def compiler_note(kernel: str, name: str, value: Any) -> str:
+    """A compiler control of the winner, in words for the exported header."""
+    if name == "name_prefix":
+        return f"kernel named {value}{kernel}" if value else f"kernel named {kernel}"
+    if name == "maxnreg":
+        return f"compiled with -maxrregcount={value}"
+    return f"compiled with {' '.join(value) or 'no extra nvcc flags'}"
 
 
 def pallas_table(report: TuneReport, k: int = 1, name: str = "TUNED_BLOCK_SIZES") -> str:
@@ -165,9 +188,7 @@ def dispatch_triton(shapes: ShapesReport) -> str:
             distinct.append(w)
     lines.append("configs = [")
     for r in distinct:
-        kwargs = {n: v for n, v in r.config.items() if n not in TRITON_OPTIONS}
-        opts = "".join(f", {n}={r.config[n]!r}" for n in TRITON_OPTIONS if n in r.config)
-        lines.append(f"    triton.Config({kwargs!r}{opts}),")
+        lines.append(f"    {triton_config(r.config)},")
     lines += ["]", f"key = {list(shapes.key)!r}", "",
               "# @triton.autotune(configs=configs, key=key)", "# @triton.jit"]
     return "\n".join(lines) + "\n"
@@ -179,7 +200,8 @@ def dispatch_cpp(shapes: ShapesReport) -> str:
     winners = _winners(shapes)
     reports = shapes.reports[0]
     stem = re.sub(r"\W", "_", reports.kernel)
-    params = reports.space.params
+    # a compiler control is no value a kernel can be handed at run time
+    params = [p for p in reports.space.params if p.name not in COMPILER_CONTROLS]
     dims = list(shapes.key)
     lines = ["#pragma once", f"// Tuned per shape by jupyter-ktune: {reports.kernel} on "
              f"{reports.device}", f"struct kt_{stem}_config {{ "

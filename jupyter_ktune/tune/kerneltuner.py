@@ -46,6 +46,7 @@ _INVALIDITY: dict[Status, str] = {
     Status.TIMEOUT: "timeout",
     Status.NOT_ALLOWED: "constraints",
     Status.CANNOT_RUN: "runtime",
+    Status.WRONG_ARCH: "compile",
 }
 _STATUS: dict[str, Status] = {
     "correct": Status.OK, "correctness": Status.WRONG, "compile": Status.COMPILE_ERROR,

@@ -53,6 +53,9 @@ def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.
 #: GPU launch options (warps, pipeline stages, CTAs per cluster, register cap) as the backends
 #: name them in a config: they change how a GPU runs a kernel, never what an interpreter runs.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+#: What an interpreter runs the same whatever its value: the launch options and the kernel's
+#: symbol name (``name_prefix``, a compiler control).
+INERT_UNDER_INTERPRETER = (*LAUNCH_OPTIONS, "name_prefix")
 
 
 def interpreter_of(method: str) -> str | None:
@@ -131,7 +134,7 @@ def decide(final: Sequence[StoredResult], seed: int = 0) -> Verdict | None:
     interpreter = interpreter_of(ok[0].method) or ""
     inert: tuple[str, ...] = ()
     if interpreter:
-        inert = tuple(n for n in LAUNCH_OPTIONS
+        inert = tuple(n for n in INERT_UNDER_INTERPRETER
                       if len({r.config.get(n) for r in ok}) > 1)
     program = _without(ok[0].config, inert)
     twins = tuple(r.config for r in ok[1:] if inert and _without(r.config, inert) == program)

@@ -224,8 +224,10 @@ class OptunaTPE(_Base):
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup,
                                              multivariate=True)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
-        self._dists = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
-                       for p in space.params}
+        # choices by index: optuna stores only None/bool/int/float/str, and a list value
+        # (nvcc_flags) is a tuple; an unordered choice is the same choice under any name
+        self._dists = {p.name: optuna.distributions.CategoricalDistribution(
+            list(range(len(p.values)))) for p in space.params}
         self._trials: dict[Config, Any] = {}
 
     def _penalty(self) -> float:
@@ -241,7 +243,7 @@ class OptunaTPE(_Base):
             return first
         for _ in range(10):
             trial = self._study.ask(self._dists)
-            c = Config({k: trial.params[k] for k in self.space.names})
+            c = Config({p.name: p.values[trial.params[p.name]] for p in self.space.params})
             if not self.is_valid(c):
                 self._study.tell(trial, self._penalty())
             elif c in self.asked:
@@ -263,7 +265,8 @@ class OptunaTPE(_Base):
             import optuna
 
             self._study.add_trial(optuna.trial.create_trial(
-                params=dict(config), distributions=self._dists, value=value))
+                params={p.name: p.values.index(config[p.name]) for p in self.space.params},
+                distributions=self._dists, value=value))
 
 
 def _import_optuna() -> Any:

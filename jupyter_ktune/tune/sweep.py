@@ -24,6 +24,7 @@ import cloudpickle
 
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.errors import CompileFailure, KtuneError
+from jupyter_ktune.failure_cause import by_cause
 from jupyter_ktune.problem_key import problem_key
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
@@ -346,6 +347,7 @@ class Sweep:
     def _record(self, strategy: Any, store: Store, key: StoreKey, result: RunResult,
                 evals: list[Evaluation], total: int, t0: float,
                 best: list[StoredResult | None]) -> None:
+        result = by_cause(result)  # every row labelled by cause (wrong architecture ...)
         stored = with_phases(store.put(key, result), result)
         strategy.tell(stored.config, stored.median_ms if stored.ok else None)
         self._emit(evals, stored, False, total, t0, best)

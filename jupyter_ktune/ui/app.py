@@ -33,6 +33,7 @@ from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.smem_tile import SWIZZLE_NAMES
 from jupyter_ktune.space import Config
+from jupyter_ktune.tunable_values import value_text
 from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
@@ -89,7 +90,7 @@ def _badge(r: RunResult) -> str:
         first = r.reason.strip().splitlines()[0] if r.reason.strip() else ""
         error = (f"<div class='ktune-error' style='color:#cf222e;white-space:pre-wrap;"
                  f"margin-top:2px'>{escape(first)}</div>")
-    cfg = " ".join(f"{k}={v}" for k, v in r.config.items())
+    cfg = " ".join(f"{k}={value_text(v)}" for k, v in r.config.items())
     return (f"<div class='ktune-badge' style='line-height:1.6'><span style='background:{colour};"
             f"color:white;border-radius:10px;padding:2px 10px'>{escape(text)}</span>"
             f"<b>{med}</b> <code class='ktune-shown'>{escape(cfg)}</code>{error}</div>")

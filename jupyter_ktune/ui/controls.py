@@ -16,11 +16,13 @@ from typing import Any
 import ipywidgets as w
 
 from jupyter_ktune.space import Param, ParamValue, Space
+from jupyter_ktune.tunable_values import value_text
 
 
 def value_label(p: Param, value: ParamValue) -> str:
-    """Label a value for a slider readout: the value itself, short enough never to be cut."""
-    return str(value)
+    """Label a value for a slider readout: the value itself, short enough never to be cut
+    (``""`` for an empty name_prefix, ``[--use_fast_math]`` for a list of flags)."""
+    return value_text(value)
 
 
 def control_for(p: Param, value: ParamValue, name_px: int = 110) -> w.ValueWidget:

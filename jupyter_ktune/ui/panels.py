@@ -31,6 +31,7 @@ from bokeh.plotting import figure
 
 from jupyter_ktune.render import counted, fmt_time, noise_note
 from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.tunable_values import value_text
 from jupyter_ktune.ui.axes import legend_below, quiet_axes, thin_labels
 from jupyter_ktune.ui.units import scaled, time_unit
 
@@ -42,7 +43,7 @@ _KIND_STYLE = {"current": ("circle", 1.0), "stale": ("circle", 0.3), "sweep": ("
 
 
 def _label(config: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
+    return " ".join(f"{k}={value_text(v)}" for k, v in config.items())
 
 
 def central(times_ms: np.ndarray) -> tuple[np.ndarray, int]:
@@ -183,8 +184,8 @@ class HeatmapPanel:
     def set_axes(self, x: str, y: str | None, known: Sequence[RunResult]) -> None:
         """Choose the two tunables drawn (``y`` None for a one-parameter space)."""
         self.axes = (x, y or "")
-        xs = [str(v) for v in self.params[x].values]
-        ys = [str(v) for v in self.params[y].values] if y else ["-"]
+        xs = [value_text(v) for v in self.params[x].values]
+        ys = [value_text(v) for v in self.params[y].values] if y else ["-"]
         self.fig.x_range.factors, self.fig.y_range.factors = xs, ys
         self.fig.xaxis.axis_label, self.fig.yaxis.axis_label = x, y or ""
         # 41 values of a tunable used to print 41 labels into one strip: label every k-th
@@ -203,7 +204,7 @@ class HeatmapPanel:
 
     def _put(self, r: RunResult) -> None:
         x, y = self.axes or ("", "")
-        key = (str(r.config.get(x)), str(r.config.get(y)) if y else "-")
+        key = (value_text(r.config.get(x)), value_text(r.config.get(y)) if y else "-")
         self.cells.setdefault(key, {})
         self.cells[key].pop(_label(r.config), None)  # re-insert: newest last
         self.cells[key][_label(r.config)] = (r, dict(r.config))

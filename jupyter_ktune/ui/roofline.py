@@ -20,12 +20,13 @@ from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
 from jupyter_ktune.results import RunResult
+from jupyter_ktune.tunable_values import value_text
 
 _W, _H = 330, 220
 
 
 def _label(config: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
+    return " ".join(f"{k}={value_text(v)}" for k, v in config.items())
 
 
 def why_no_point(r: RunResult) -> str:

@@ -40,6 +40,7 @@ from jupyter_ktune.backends.cuda.archcubin import (
     nvcc_runs,
 )
 from jupyter_ktune.backends.cuda.constants import check_names
+from jupyter_ktune.backends.cuda.flags import nvcc_flags, nvrtc_flags
 from jupyter_ktune.backends.cuda.includes import include_dirs
 from jupyter_ktune.backends.cuda.launch import (
     FALLBACK_BLOCK_NAMES,
@@ -68,6 +69,7 @@ from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.torch_interop import start_warming
+from jupyter_ktune.compiler_controls import check_controls, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.requirements import install_hint
@@ -90,6 +92,7 @@ class CudaBackend:
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
+        check_controls(spec)
         for one, sig in kernels(spec):
             type_arguments(one, sig)
         include_dirs(spec)
@@ -159,6 +162,8 @@ class CudaBackend:
         cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
         from jupyter_ktune.measure.static import CompileError, compile_static, in_sweep_pool
 
+        spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in the source
+        flags = ("-std=c++17", *nvcc_flags(spec, config))
         stages = kernels(spec)
         cxx = spec.space.cxx_env(config)
         types: dict[str, str] = {}
@@ -180,7 +185,7 @@ class CudaBackend:
         def build() -> Any:
             try:
                 rep = compile_static(path, arch=spec.options.arch, defines=defines,
-                                     include_dirs=folders, extra_flags=("-std=c++17",),
+                                     include_dirs=folders, extra_flags=flags,
                                      threads_per_block=threads)
                 return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
             except CompileError as exc:
@@ -188,7 +193,7 @@ class CudaBackend:
                     exc.log, first_sig.line, defines)) from None
 
         key = (str(path), spec.options.arch, tuple(defines.items()), tuple(map(str, folders)),
-               threads, static_smem(first, cxx), in_sweep_pool())
+               threads, static_smem(first, cxx), in_sweep_pool(), flags)
         return self._once(key, build)
 
     def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
@@ -232,6 +237,7 @@ class CudaBackend:
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant | PipelineVariant:
         """Load the variant, or every stage of a pipeline (worker only): nvcc's cubin, the
         static report's own build, wherever nvcc is found (:mod:`.archcubin`); else NVRTC."""
+        spec = with_name_prefix(spec, config)
         if nvcc_runs(spec.options.arch):
             return compile_with_nvcc(self, spec, config)
         import cupy
@@ -246,7 +252,8 @@ class CudaBackend:
             module = cupy.RawModule(
                 code=device_source(spec, macro_defines(spec, sig, cxx), all_types,
                                    stage_constants(stages, cxx)),
-                options=nvrtc_options(spec, sig, cxx), name_expressions=exprs)
+                options=(*nvrtc_options(spec, sig, cxx), *nvrtc_flags(spec, config)),
+                name_expressions=exprs)
             fns = [module.get_function(e) for e in exprs]
             for fn in fns:
                 fn.num_regs  # forces the compile and load now, not at the first launch  # noqa: B018
@@ -261,7 +268,7 @@ class CudaBackend:
     def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> CudaVariant | None:
         """The variant from a static report built ahead by a sweep's pool (its nvcc cubin),
         or None to compile it (:func:`.archcubin.load_prebuilt` says when it cannot be used)."""
-        return load_prebuilt(self, spec, config, report)
+        return load_prebuilt(self, with_name_prefix(spec, config), config, report)
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
@@ -284,7 +291,7 @@ class CudaBackend:
     def profile_scopes(self, spec: KernelSpec, config: Config,
                        inputs: Callable[[], dict[str, Any]]) -> Breakdown:
         """Trace one launch of the KT_SCOPE-instrumented variant (see :mod:`.profile`)."""
-        return profile_cuda(self, spec, config, inputs())[0]
+        return profile_cuda(self, with_name_prefix(spec, config), config, inputs())[0]
 
     def line_file(self, variant: Variant) -> str | None:
         """The cell is compiled behind ``#line N "cell"``: ncu names its lines' file so."""

@@ -29,6 +29,7 @@ from jupyter_ktune.backends.cuda.source import (
     parse_signature,
 )
 from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
+from jupyter_ktune.backends.cuda.flags import nvrtc_flags
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.measure.breakdown import Breakdown, pair_edges
 from jupyter_ktune.measure.clocks import read_clocks
@@ -244,7 +245,7 @@ def instrumented_variant(spec: Any, config: Any, sampling: ScopeSampling,
     cxx = spec.space.cxx_env(config)
     types = type_arguments(spec, sig)
     expr = name_expression(spec, sig, cxx, types)
-    options = nvrtc_options(spec, sig, cxx, sampling.defines())
+    options = (*nvrtc_options(spec, sig, cxx, sampling.defines()), *nvrtc_flags(spec, config))
     module = cupy.RawModule(code=device_source(spec, macro_defines(spec, sig, cxx), types),
                             options=options, name_expressions=[expr])
     fn = module.get_function(expr)

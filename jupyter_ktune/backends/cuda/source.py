@@ -33,6 +33,7 @@ from jupyter_ktune.backends.cuda.templates import (
 )
 from jupyter_ktune.errors import CellError, Diagnostic
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tunable_values import COMPILER_CONTROLS
 from jupyter_ktune.toolchain import parse_diagnostics as compiler_diagnostics
 
 CELL_FILE = "cell"
@@ -253,8 +254,10 @@ def name_expression(spec: KernelSpec, sig: KernelSignature, config: Mapping[str,
 
 
 def macro_defines(spec: KernelSpec, sig: KernelSignature, cxx: dict[str, int]) -> dict[str, str]:
-    """Macros for the tunables that are not template parameters, plus ``KTUNE``."""
-    out = {k: str(v) for k, v in cxx.items() if k not in sig.template_params}
+    """Macros for the tunables that are not template parameters, plus ``KTUNE``; a compiler
+    control (``maxnreg``: a flag, :mod:`.flags`) is never a macro."""
+    out = {k: str(v) for k, v in cxx.items()
+           if k not in sig.template_params and k not in COMPILER_CONTROLS}
     out["KTUNE"] = "1"
     return out
 

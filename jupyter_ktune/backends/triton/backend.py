@@ -10,7 +10,8 @@ The cell::
     def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr): ...
 
 Tunables are the kernel's ``tl.constexpr`` parameters plus the launch options ``num_warps``,
-``num_stages``, ``num_ctas`` and ``maxnreg``. The other parameters are matched by name to the
+``num_stages``, ``num_ctas`` and ``maxnreg``, and ``name_prefix``, which renames the kernel in
+its module (:mod:`jupyter_ktune.compiler_controls`). The other parameters are matched by name to the
 inputs dict (arrays become device tensors, scalars pass as given). ``triton`` and
 ``triton.language as tl`` are imported for the cell.
 
@@ -53,12 +54,8 @@ from jupyter_ktune.backends.triton.config_arguments import (
 )
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
-from jupyter_ktune.backends.triton.launch import (
-    TritonVariant,
-    call_arguments,
-    supported_options,
-    triton_version,
-)
+from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
+from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
     ensure_allocator,
@@ -69,6 +66,7 @@ from jupyter_ktune.backends.triton.module import (
 from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
 from jupyter_ktune.backends.torch_interop import start_warming
+from jupyter_ktune.compiler_controls import with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
@@ -210,7 +208,9 @@ class TritonBackend:
             direct_launch.per_signature_launcher()
 
     def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
-        """The compile of ``config`` as a request a process can run: (its cache key, it)."""
+        """The compile of ``config`` as a request a process can run: (its cache key, it); the
+        argument types are the cell's, whatever name ``name_prefix`` gives the kernel."""
+        original, spec = spec, with_name_prefix(spec, config)
         sig = check_cell(spec)
         clock = time.perf_counter()
         module = self.module(spec)
@@ -221,7 +221,7 @@ class TritonBackend:
                             line=1, fix="Add --inputs make_inputs.")
         cxx = spec.space.py_env(config)  # the values, as at run time
         clock = time.perf_counter()
-        types, aligned, host = self._argument_types(spec, sig, kernel, cxx)
+        types, aligned, host = self._argument_types(original, sig, kernel, cxx)
         self.compile_phases["argument types"] = time.perf_counter() - clock
         chain = unwrap(kernel)
         values = {**host, **cxx}
@@ -320,13 +320,9 @@ class TritonBackend:
 
     def compile(self, spec: KernelSpec, config: Config) -> TritonVariant:
         """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
+        spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in its module
         sig = check_cell(spec)
-        unsupported = [k for k in LAUNCH_OPTIONS if k in spec.space.names
-                       and k not in supported_options()]
-        if unsupported:
-            k = unsupported[0]
-            raise CellError(f"this Triton ({triton_version()}) has no launch option {k}",
-                            line=spec.space.param(k).line, fix="Remove the tunable.")
+        check_launch_options(spec, LAUNCH_OPTIONS)
         try:  # the interpreter runs the Python: its report's compile is the run's business
             if not self.interpret:  # (runner.execute.report_later), not a wait before it
                 self._aot_compile(spec, config)

@@ -12,7 +12,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.errors import CellError
+from jupyter_ktune.tunable_values import NOT_FOR_KERNEL
 from jupyter_ktune.backends.triton.params import check_values, param_kinds
 from jupyter_ktune.spec import KernelSpec
 
@@ -191,9 +193,15 @@ def check_cell(spec: KernelSpec) -> TritonSignature:
                             fix=f"Return {p} from the inputs function (--inputs), declare it as "
                                 f"a tunable: # ktune: {p} in [...], or give it a default: "
                                 f"{p}: tl.constexpr = ...")
+    check_controls(spec)
     in_exprs = " ".join(e.text for e in (spec.grid, spec.block, spec.flops, spec.bytes) if e)
     for name in spec.space.names:
-        if (name not in sig.params and name not in LAUNCH_OPTIONS
+        if name in NOT_FOR_KERNEL and name in sig.params:
+            raise CellError(f"{name} is a compiler control (a reserved tunable name), and it "
+                            f"never reaches the kernel: {spec.name} has a parameter {name}",
+                            line=spec.space.param(name).line,
+                            fix=f"Rename the kernel's parameter (e.g. {name}_value).")
+        if (name not in sig.params and name not in LAUNCH_OPTIONS and name not in NOT_FOR_KERNEL
                 and not re.search(rf"\b{name}\b", in_exprs)):  # a tunable of the grid only
             raise CellError(f"tunable {name} is neither a parameter of {spec.name} nor a launch "
                             "option", line=spec.space.param(name).line,

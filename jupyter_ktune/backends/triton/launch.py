@@ -289,16 +289,3 @@ class TritonVariant:
         """Move the arguments to the device and resolve the grid."""
         return TritonBound(self, host_args)
 
-
-def triton_version() -> str:
-    """The installed Triton's version (imports triton: worker side only)."""
-    import triton
-
-    return triton.__version__
-
-
-def supported_options() -> set[str]:
-    """The launch options this Triton's CUDA compiler has (``num_ctas``, ``maxnreg``...)."""
-    from triton.backends.nvidia.compiler import CUDAOptions
-
-    return set(CUDAOptions.__dataclass_fields__)

@@ -301,13 +301,22 @@ def failure(exc: BaseException, def_lines: Mapping[str, int]) -> CompileFailure:
     """A CompileFailure for a Triton compile error, with cell-line diagnostics."""
     diagnostics = compile_diagnostics(exc, def_lines)
     if not diagnostics:  # not a CompilationError: its own first line, never an empty summary
-        text = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        # ptxas's own verdict rather than "Internal Triton PTX codegen error" (maxnreg too low)
+        text = next((ln.strip() for ln in lines if re.match(r"^ptxas\S* (fatal|error)", ln)),
+                    lines[0] if lines else "")
         diagnostics = [Diagnostic(None, "error", f"{type(exc).__name__}: {text}".strip(": "))]
     return CompileFailure("triton", str(exc), diagnostics)
 
 
 if __name__ == "__main__":  # the AOT child: a pickled AotRequest in, the result out
     os.environ[COMPILE_ONLY_ENV] = "1"  # it compiles and never launches (no GPU here)
+    # the reply keeps stdout to itself: Triton prints a failed ptxas run's log there (maxnreg
+    # too low: "Insufficient registers"), which made the parent read "invalid load key"
+    _reply = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     _request = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from our own parent
     _result = _request.run()
-    sys.stdout.buffer.write(pickle.dumps(_result))
+    _reply.write(pickle.dumps(_result))
+    _reply.flush()
