@@ -223,3 +223,31 @@ def test_the_runs_alternate_between_the_two_configs(worker, tmp_path):
     calls = log.read_text().split()
     segments = [calls[0]] + [b for a, b in zip(calls, calls[1:], strict=False) if a != b]
     assert segments == ["1", "2"] * 4, segments
+
+
+def test_ktune_compare_prints_the_ratio_and_writes_the_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text(f"# %%kernel {LINE}\n{SRC}")
+    setup = tmp_path / "setup.py"
+    setup.write_text("import numpy as np\ndef inputs():\n    x = np.random.rand(64)\n"
+                     "    return dict(x=x, y=np.empty_like(x), n=64)\n"
+                     "def reference(x, y, n):\n    return 2 * x\n")
+    out = tmp_path / "cmp.json"
+    proc = subprocess.run([sys.executable, "-m", "jupyter_ktune.cli", "compare", str(kernel),
+                           "--setup", str(setup), "--a", "BLOCK=1", "--b", "BLOCK=2",
+                           "--rounds", "3", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "B/A = " in proc.stdout and "B is slower" in proc.stdout
+    assert "HOST TIME, not GPU time" in proc.stdout
+    assert "registers: 40 -> 48 (+8)" in proc.stdout
+    d = json.loads(out.read_text())
+    assert d["rounds"] == 3 and d["ci"][0] > 1 and d["static_diff"]["registers"] == [40, 48, 8]
+    bad = subprocess.run([sys.executable, "-m", "jupyter_ktune.cli", "compare", str(kernel),
+                          "--setup", str(setup), "--a", "BLOCK"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.startswith("[ktune] BLOCK: write NAME=VALUE")
