@@ -45,6 +45,7 @@ def compare_configs(spec: KernelSpec, worker: Any, a: Mapping[str, Any], b: Mapp
         correctly: a wrong result is not worth timing.
     """
     ca, cb = spec.space.config(a), spec.space.config(b)
+    worker.device(spec.backend)  # the backend picks its mode before any spec is unpickled there
     got: dict[Config, RunResult] = {}
     for c in (ca, cb):
         r = (results or {}).get(c) or got.get(c)
