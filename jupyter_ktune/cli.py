@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jupyter_ktune import cli_compare
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.spec import KernelSpec, parse_cell
@@ -39,7 +40,8 @@ class Exit(enum.IntEnum):
 
 EXIT_CODES = """exit codes:
   0  done: the kernel ran and was verified (run), the static report was made (static),
-     the table was printed (device), a winner was found (tune)
+     the table was printed (device), a winner was found (tune), a ratio with its CI
+     came out (compare)
   1  the kernel failed: wrong result, runtime error, timeout, crash, out of resources,
      wrong architecture
   2  usage error: bad arguments, a missing file, a bad cell, a config its require lines refuse
@@ -71,7 +73,8 @@ _OVERVIEW = """examples (ktune COMMAND --help says more):
   ktune run scale.cu --setup inputs.py --json result.json
   ktune static scale.cu
   ktune device
-  ktune tune scale.cu --setup inputs.py --strategy greedy --budget 48 --export cpp"""
+  ktune tune scale.cu --setup inputs.py --strategy greedy --budget 48 --export cpp
+  ktune compare scale.cu --setup inputs.py --a BLOCK=128 --b BLOCK=256"""
 
 
 class _NoSetup(dict):
@@ -157,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("device", help=text, description=text[0].upper() + text[1:] + ".",
                    epilog=f"{_EXAMPLES['device']}\n\n{EXIT_CODES}", formatter_class=fmt)
     _tune_parser(sub, fmt)
+    cli_compare.add_parser(sub, fmt, EXIT_CODES)
     return ap
 
 
@@ -168,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             return _tune(args)
         if args.cmd == "device":
             return _device()
+        if args.cmd == "compare":
+            return cli_compare.run(args, load_kernel_file)
         extra = _config_args(args.config) + (" --static-only" if args.cmd == "static" else "")
         spec = load_kernel_file(args.file, args.setup, extra)
         from jupyter_ktune.api import run_kernel

@@ -94,6 +94,7 @@ class Bound:
 
 
 _STATIC = re.compile(r"#\s*static smem:\s*(.+?)\s*$", re.MULTILINE)
+_REGS = re.compile(r"#\s*static regs:\s*(.+?)\s*$", re.MULTILINE)
 _SCOPE = re.compile(r"#\s*scope:\s*(\w+)")
 _IF = re.compile(r"^\s*#if\s+(?P<expr>.+?)\s*$")
 _ENDIF = re.compile(r"^\s*#endif\b")
@@ -140,12 +141,16 @@ class FakeBackend:
     def device(self): return DeviceInfo(True, "fake CPU device", limits={"SMEM_PER_BLOCK": 1000})
     def static_report(self, spec, config):
         """None, or with a ``# static smem: EXPR`` line a report of EXPR bytes of shared memory
-        (EXPR over the config), so the sweep's check of static resources can be tested."""
+        (EXPR over the config), so the sweep's check of static resources can be tested; a
+        ``# static regs: EXPR`` line sets the registers (32 without one)."""
         m = _STATIC.search(spec.source)
         if m is None:
             return None
-        smem = int(eval(m.group(1), {}, spec.space.cxx_env(config)))  # noqa: S307
-        kernel = SimpleNamespace(smem_static=smem, registers=32)
+        env = spec.space.cxx_env(config)
+        smem = int(eval(m.group(1), {}, env))  # noqa: S307
+        r = _REGS.search(spec.source)
+        regs = int(eval(r.group(1), {}, env)) if r else 32  # noqa: S307
+        kernel = SimpleNamespace(smem_static=smem, registers=regs)
         return SimpleNamespace(kernels={spec.name: kernel}, threads_per_block=128)
     def compile(self, spec, config): return Variant(spec, config)
     def timer(self): return FakeTimer()

@@ -36,7 +36,7 @@ def scale(x, y, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y + offs, 2.0 * tl.load(x + offs, mask=offs < n), mask=offs < n)
 """
-SUBCOMMANDS = ("run", "static", "device", "tune")
+SUBCOMMANDS = ("run", "static", "device", "tune", "compare")
 
 
 def ktune(*args: str, cwd=None) -> subprocess.CompletedProcess:

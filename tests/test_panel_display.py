@@ -110,7 +110,7 @@ def test_no_swizzle_tunable_no_swizzle_map(worker):
     session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
     p = KernelPanel(session, spec.space.default({"SMEM_PER_BLOCK": 1000}), ceilings=None)
     p.result  # noqa: B018
-    assert p.tabs.titles == ["Timing", "Heatmap", "Roofline", "Report", "Breakdown"]
+    assert p.tabs.titles == ["Timing", "Heatmap", "Roofline", "Report", "Breakdown", "Compare"]
     assert "Swizzle" not in p.tabs.plots
     session.close()
 

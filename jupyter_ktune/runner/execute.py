@@ -275,6 +275,16 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         return result
 
 
+def loaded_variant(spec: KernelSpec, config: Config) -> Any:
+    """The compiled variant of ``config``: this worker's kept one, else compiled now and kept
+    (a compile failure raises :class:`CompileFailure`)."""
+    key = variant_key(spec, config)
+    if key not in _variants:
+        phases.enter(phases.compiling(spec.backend, config))
+        _variants[key] = get_backend(spec.backend).compile(spec, config)
+    return _variants[key]
+
+
 def compile_variant(spec: KernelSpec, config: Config) -> RunResult:
     """Compile (and cache) a variant without running it.
 

@@ -38,6 +38,7 @@ from jupyter_ktune.tune.report import TuneReport
 from jupyter_ktune.tune.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
+from jupyter_ktune.ui.compare_view import CompareView, Pinning
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.dock import PanelRoot, dock_button
 from jupyter_ktune.ui.panels import HeatmapPanel, TimingPanel
@@ -109,7 +110,7 @@ def default_axes(params: Any) -> tuple[str | None, str]:
     return (picks[0] if picks else None), (picks[1] if len(picks) > 1 else "-")
 
 
-class KernelPanel:
+class KernelPanel(Pinning):
     """One cell's live panel over a :class:`TuningSession`.
 
     What a notebook reads from it: :attr:`result` (the current RunResult, the one shown),
@@ -173,6 +174,7 @@ class KernelPanel:
         self.no_plots.add_class("ktune-no-plots")
         self.no_results = w.HTML("<small style='color:#57606a'>No timed result yet: the views "
                                  "fill in when a config runs.</small>")
+        self.compare_view = CompareView(self)  # the Pin button and the Compare tab
         self.tabs = Tabs(self)
         self.breakdown.button.on_click(lambda _b: self.tabs.select("Breakdown"))
         self.snapshot = w.HTML(layout=w.Layout(display="none"))
@@ -180,7 +182,9 @@ class KernelPanel:
         self.root = PanelRoot(dock_title=f"ktune: {session.spec.name}")
         self.dock_button = dock_button(self.root)
         self.left = w.VBox([self.controls.box, self.autotune.box,
-                            w.HBox([self.breakdown.button, self.dock_button])],
+                            w.HBox([self.breakdown.button, self.dock_button,
+                                    self.compare_view.pin_button],
+                                   layout=w.Layout(flex_flow="row wrap"))],
                            layout=w.Layout(width="390px", min_width="390px"))
         # narrow outputs: the tabs wrap below the controls rather than widen the output
         self.body = w.HBox([self.left, self.tabs.tab],

@@ -222,6 +222,7 @@ class BreakdownButton:
         self._bokeh = BokehModel
         self.timings: list[dict[str, float]] = []
         self.last: Breakdown | None = None
+        self.last_config: Any = None  # the config ``last`` was traced for
         self.button.on_click(lambda _b: self.start())
 
     def start(self) -> threading.Thread:
@@ -245,7 +246,7 @@ class BreakdownButton:
         try:
             bd = request_breakdown(self.session.worker, spec, config)
             self.views.show(bd)
-            self.last = bd
+            self.last, self.last_config = bd, config
             times["scopes_s"] = time.perf_counter() - t0
             self._place()
             self.status.value = bd._repr_html_() + "<i>per-line stalls from ncu …</i>"
@@ -257,7 +258,7 @@ class BreakdownButton:
             times["lines_s"] = time.perf_counter() - t0
             self.views.show_lines(lines.lines)
             merged = bd.with_lines(lines.lines, *lines.notes[:1]) if bd is not None else lines
-            self.last = merged
+            self.last, self.last_config = merged, config
             self._place()
             self.status.value = merged._repr_html_() + _problems(problems)
             self._mark_editor(r, lines.lines)

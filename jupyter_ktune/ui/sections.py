@@ -116,6 +116,15 @@ def breakdown(p: Any) -> w.Widget:
     return _box([hint, p.breakdown.box], scroll=True)
 
 
+@section("Compare")
+def compare(p: Any) -> tuple[w.Widget, LiveBokehModel]:
+    """The current config against the pinned one (``ui.compare_view``): both run-time
+    distributions from interleaved runs, the ratio with its CI, the static differences."""
+    v = p.compare_view
+    plots = _figures(p, [v.fig])
+    return _box([v.head, plots, v.static, v.lines], scroll=True), plots
+
+
 class Tabs:
     """The registered sections built for one panel, as an ipywidgets ``Tab``."""
 
