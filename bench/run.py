@@ -114,18 +114,6 @@ REGISTRY: dict[str, Bench] = {
         "warmup_rule.py", "--out {out}", 150,
         "When the SM clock already reads at its maximum, does a 1 ms warm-up give the same "
         "median as the full 25 ms?"),
-    "direct_launch_check": Bench(
-        "direct_launch_check.py", "", 90,
-        "Does a kernel launched with cuLaunchKernel on Triton's cubin (while Triton 3.6 builds "
-        "its launcher) give bitwise the same outputs and device time as Triton's launch?"),
-    "hold_ab": Bench(
-        "hold_ab.py", "--rounds 3 --out {out}", 120,
-        "Do timed runs enqueued behind a hold read a microsecond kernel's time with the host "
-        "busy, where unheld runs read the host's launch calls?"),
-    "floor_ab": Bench(
-        "floor_ab.py", "", 120,
-        "Is a microsecond kernel's median steadier with the event floor interleaved with its "
-        "runs than measured after them?"),
     "warm_start": Bench(
         "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
         "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "
@@ -161,18 +149,9 @@ REGISTRY: dict[str, Bench] = {
     "panel_gpu_snapshot": Bench(
         "panel_gpu_snapshot.py", "--out {out}", 200,
         "What does the live panel show for a GPU run (saved for the docs screenshot)?"),
-    "jit_key_probe": Bench(
-        "jit_key_probe.py", "--out {out}", 120,
-        "Does the compile pool's warm compile make the key the worker's first launch looks up?"),
-    "jit_key_processes": Bench(
-        "jit_key_processes.py", "--out {out}", 120,
-        "Across processes: which part of Triton's cache key differs between pool and launch?"),
     "sweep_profile": Bench(
         "sweep_profile.py", "fla-softmax matmul cuda-copy --out {out}", 300,
         "Which functions hold a sweep's per-config time, in the worker and in the sweep?"),
-    "verify_phase_probe": Bench(
-        "verify_phase_probe.py", "--out {out}", 150,
-        "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "

@@ -6,7 +6,7 @@ signature order, the constexprs left out, the two null scratch pointers; grid, b
 memory, stream), when the launcher refuses a kernel and why, and that the worker binds a run
 quick only when the sweep said so (test_sweep_speed.py checks that such runs are not held for
 Triton's launcher build). bench/direct_launch_check.py
-checks the same launches on the H200 against Triton's own (bitwise outputs, device time).
+(a one-off probe, removed; `git show 0553cc2:bench/direct_launch_check.py`) checked the same launches on the H200 against Triton's own (bitwise outputs, device time).
 """
 
 from __future__ import annotations
