@@ -59,7 +59,8 @@ class Bench:
 REGISTRY: dict[str, Bench] = {
     "timing_vs_ncu": Bench(
         "timing_vs_ncu.py", "--out {out}", 240,
-        "Is the CUDA backend's median within 3% of ncu, and does a faulting variant recover in < 5 s?"),
+        "Is the CUDA backend's median within 3% of ncu, and does a faulting variant recover in "
+        "< 5 s?"),
     "events_vs_cupti": Bench(
         "events_vs_cupti.py", "", 120,
         "Does CUPTI kernel tracing slow the kernel it times? (needs cupti-python)"),
@@ -83,7 +84,8 @@ REGISTRY: dict[str, Bench] = {
         "Does every profile request (scopes, ncu per line, Mosaic GPU) work through the worker?"),
     "sweep_vs_autotune": Bench(
         "sweep_vs_autotune.py",
-        "--size 4096 --budget-ms 10 --warm --store {out}/mm.sqlite --out {out}/sweep_vs_autotune.json",
+        "--size 4096 --budget-ms 10 --warm --store {out}/mm.sqlite "
+        "--out {out}/sweep_vs_autotune.json",
         170, "Is ktune's sweep >= 3x faster to the best config than triton.autotune, same winner?"),
     "search_efficiency": Bench(
         "search_efficiency.py",
@@ -129,7 +131,8 @@ REGISTRY: dict[str, Bench] = {
         "How close is the Triton FlashAttention forward to torch SDPA (cuDNN, flash)?"),
     "swizzle_bank_conflicts": Bench(
         "swizzle_bank_conflicts.py", "--out {out} --n 8192", 120,
-        "Does each swizzle mode remove the bank conflicts the model predicts, and what does it save?"),
+        "Does each swizzle mode remove the bank conflicts the model predicts, and what does it "
+        "save?"),
     "fault_injection": Bench(
         "fault_injection.py", "--timeout 5 --out {out}", 240,
         "Is every planted fault (crash, hang, wrong kernel, slow reference, Interrupt) given the "

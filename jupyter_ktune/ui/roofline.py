@@ -1,4 +1,5 @@
-"""(c) The roofline: the current variant's arithmetic intensity and rate under the device's ceilings.
+"""(c) The roofline: the current variant's arithmetic intensity and rate under the device's
+ceilings.
 
 The ceilings are the device's measured peaks (:mod:`jupyter_ktune.measure.ceilings`: a 1 GiB copy
 and an fp16 cuBLAS product), never below a figure the panel has shown as achieved: on the H200 a
@@ -11,9 +12,8 @@ cannot be: no ``bytes``, no ``flops``, interpreter host time, or no timing at al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
 from html import escape
+from typing import Any
 
 import ipywidgets as w
 import numpy as np

@@ -47,6 +47,7 @@ from jupyter_ktune.backends.cuda.launch import (
     static_block,
     static_smem,
 )
+from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.pipeline import (
     PipelineVariant,
     kernels,
@@ -64,7 +65,6 @@ from jupyter_ktune.backends.cuda.source import (
     name_expression,
     parse_diagnostics,
 )
-from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.torch_interop import start_warming

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jupyter_ktune.errors import CellError
 from jupyter_ktune.backends.triton.params import check_values, param_kinds
+from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import KernelSpec
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
