@@ -1,4 +1,5 @@
-"""Attention on the H200: the Triton FlashAttention forward of examples/attention.ipynb against torch
+"""Attention on the H200: the Triton FlashAttention forward of examples/attention.ipynb against
+torch
 SDPA (cuDNN and flash backends, same process), plus the kernel-name experiment.
 
 Run on the H200 from the repository root::
@@ -9,7 +10,8 @@ Run on the H200 from the repository root::
 The sweep: Z=4, H=32, D in (64, 128), causal and not, N_CTX = 512 ... 16384. The Triton
 kernels (fp16 non-persistent and persistent, and the fp8 e4m3 cell) are timed by the device
 worker (``DeviceWorker.run`` on a spec parsed from the notebook's cell: verified, L2 flushed by a
-read, CUDA events, median with a 95% CI). SDPA is timed in the same worker with ``torch.nn.attention.sdpa_kernel`` forcing
+read, CUDA events, median with a 95% CI). SDPA is timed in the same worker with
+``torch.nn.attention.sdpa_kernel`` forcing
 ``CUDNN_ATTENTION`` and then ``FLASH_ATTENTION`` (CUDA events, same read-flush of L2, median).
 
 The kernel-name experiment compiles the same non-persistent kernel twice, as ``attn_fwd`` and as
@@ -171,7 +173,7 @@ def name_experiment(body_a: str, body_b: str, cfg: dict, n_ctx: int, d: int, cau
     for i in range(rounds):
         first, second = ((ka, ta), (kb, tb)) if i % 2 == 0 else ((kb, tb), (ka, ta))
         for kern, sink in (first, second):
-            sink.append(_events_median(lambda: kern[grid](*args, **cfg), reps=1)[0])
+            sink.append(_events_median(lambda kern=kern: kern[grid](*args, **cfg), reps=1)[0])
     def code(ptx: str, name: str) -> str:  # the PTX without its debug file paths and comments
         return "\n".join(line for line in ptx.replace(name, "K").splitlines()
                          if not line.lstrip().startswith((".file", "//")))
@@ -250,9 +252,11 @@ def main() -> int:
         cells_txt = []
         for c in cols:
             ms = r[c].get("ms")
+            why = (r[c].get("reason") or r[c].get("status", ""))[:18]
             cells_txt.append(f"{flops(r) / ms / 1e9:10.1f} ({ms:8.3f} ms)" if ms
-                             else f"{'n/a: ' + (r[c].get('reason') or r[c].get('status', ''))[:18]:>24}")
-        print(f"{r['D']:>4} {r['causal']:>6} {r['N_CTX']:>6} " + " ".join(f"{t:>24}" for t in cells_txt))
+                             else f"{'n/a: ' + why:>24}")
+        print(f"{r['D']:>4} {r['causal']:>6} {r['N_CTX']:>6} "
+              + " ".join(f"{t:>24}" for t in cells_txt))
     if names is None:
         Path(args.json).write_text(json.dumps({"device": device, "rows": rows}, indent=1))
         return 0

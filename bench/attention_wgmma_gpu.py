@@ -168,7 +168,9 @@ def run_fp8(args: Any, cell: Any) -> int:
                 print(f"   best {best_label}: against cuDNN fp16 on the same values: rel err "
                       f"{rel:.2e}", flush=True)
                 q, k, v = (x.to(torch.float16) for x in (q8, k8, v8))
-                sides = {"cuDNN fp16": lambda: sdpa_cudnn(q, k, v, causal), best_label: bound.launch}
+                sides = {"cuDNN fp16":
+                         lambda q=q, k=k, v=v, causal=causal: sdpa_cudnn(q, k, v, causal),
+                         best_label: bound.launch}
                 fn8, note8 = fp8_sdpa(q8, k8, v8, causal)
                 if fn8 is not None:
                     sides["cuDNN fp8"] = fn8
@@ -193,7 +195,8 @@ def run_fp8(args: Any, cell: Any) -> int:
                                         for s, m in med.items()), flush=True)
                 out["cases"].append(case)
                 args.json.write_text(json.dumps(out, indent=1, default=str))
-    print(f"\nfp8 (e4m3) attention forward, Z={cell.Z} H={cell.H}, {args.rounds} interleaved rounds")
+    print(f"\nfp8 (e4m3) attention forward, Z={cell.Z} H={cell.H}, "
+          f"{args.rounds} interleaved rounds")
     for c in out["cases"]:
         pcts = {k: v for k, v in c.items() if k.startswith("pct_of_")}
         print(f"D={c['D']} causal={c['causal']} N={c['N']} {c['best']}: " + "; ".join(
@@ -270,7 +273,8 @@ def run(args: Any, cell: Any) -> int:
                     out["cases"].append(case)
                     save()
                     continue
-                sides = {"cuDNN": lambda: sdpa_cudnn(q, k, v, causal), best_label: bound.launch}
+                sides = {"cuDNN": lambda q=q, k=k, v=v, causal=causal: sdpa_cudnn(q, k, v, causal),
+                         best_label: bound.launch}
                 samples: dict[str, list[float]] = {s: [] for s in sides}
                 names = list(sides)
                 t0 = time.perf_counter()

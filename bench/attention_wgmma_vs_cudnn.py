@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))  # a checkout without installing (the worker too)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 NB = ROOT / "examples" / "attention_wgmma.ipynb"
 from notebook_cell import kernel_cell  # noqa: E402 - bench/ is on sys.path as the script dir
+
 H200 = {"SMEM_PER_BLOCK": 232448, "SM_COUNT": 132}
 Z, H = 4, 32
 

@@ -65,7 +65,8 @@ def cuda_spec(size: int, bk: int = 32):
 
     text = (FIX / "gemm_scoped.cu").read_text()
     first, body = text.split("\n", 1)
-    line = first.split("%%kernel", 1)[1].strip() + f" --config BM=64 --config BN=64 --config BK={bk}"
+    line = (first.split("%%kernel", 1)[1].strip()
+            + f" --config BM=64 --config BN=64 --config BK={bk}")
     return parse_cell(line, body, {"inputs": inputs, "reference": reference})
 
 
@@ -183,7 +184,8 @@ def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 
 def triton_spec(size: int):
-    """The Triton bf16 GEMM with Proton scopes (TRITON_CELL) at ``size``³, one config, unverified."""
+    """The Triton bf16 GEMM with Proton scopes (TRITON_CELL) at ``size``³, one config,
+    unverified."""
     from jupyter_ktune.spec import parse_cell
 
     def inputs(M=size, N=size, K=size):
@@ -291,7 +293,8 @@ def triton_part(out: Path, quick: bool) -> None:
         res["scopes"] = bd.scope_table()
         # fixture: the first 40 complete events + any metadata events
         ev = data.get("traceEvents", [])
-        sub = [e for e in ev if e.get("ph") != "X"][:20] + [e for e in ev if e.get("ph") == "X"][:60]
+        sub = ([e for e in ev if e.get("ph") != "X"][:20]
+               + [e for e in ev if e.get("ph") == "X"][:60])
         (out / "proton_gemm.chrome_trace").write_text(json.dumps(
             {k: v for k, v in data.items() if k != "traceEvents"} | {"traceEvents": sub}))
         res["raw_head"] = json.dumps(ev[:3])[:1500]

@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import breakdown_overhead as bo  # noqa: E402 - the CUDA spec and the Triton cell, reused
 import attention_wgmma_vs_cudnn as aw  # noqa: E402 - the WGMMA attention cell
+import breakdown_overhead as bo  # noqa: E402 - the CUDA spec and the Triton cell, reused
 import gemm_wgmma_vs_cublas as wg  # noqa: E402 - the WGMMA GEMM cell, read from the notebook
 
 CUDA_SIZE = 1024

@@ -104,7 +104,8 @@ def ktune_spec(source: str) -> Any:
                   "cdiv(4096, block_size_y * tile_size_y)); block = (block_size_x, block_size_y)\n"
                   f"// ktune: flops = {2 * H * W * R * R}; "
                   f"bytes = {4 * ((H + R - 1) * (W + R - 1) + H * W)}\n")
-    return jupyter_ktune.parse_cell(KTUNE_LINE, directives + source, {"inputs": inputs, "reference": reference})
+    return jupyter_ktune.parse_cell(KTUNE_LINE, directives + source,
+                                    {"inputs": inputs, "reference": reference})
 
 
 def run_kernel_tuner(source: str) -> dict:

@@ -275,12 +275,14 @@ def main() -> int:
             continue
         k, t = r["ktune"], r["autotune"]
         print(f"{n:22} {k['configs']:>7} {k['wall_s']:8.2f} {k['first_result_s'] or 0:8.2f} "
-              f"{t['wall_s']:10.2f} {r['ratio']:6.2f} {r['ratio_counting_preload']:8.2f}  {(k['winner_ms'] or float('nan')) * 1e3:.2f} / "
+              f"{t['wall_s']:10.2f} {r['ratio']:6.2f} {r['ratio_counting_preload']:8.2f}  "
+              f"{(k['winner_ms'] or float('nan')) * 1e3:.2f} / "
               f"{(r['autotune_winner_by_ktune_ms'] or float('nan')) * 1e3:.2f} us "
               f"({(r.get('autotune_winner_in_sweep_ms') or float('nan')) * 1e3:.2f})")
     print(f"median autotune wall / ktune wall over {len(ratios)} kernels: "
           f"{out['median_ratio']} (goal >= 3), {out['median_ratio_counting_preload']} counting "
-          f"the pool's preload of each cell's imports; worker start {out['worker_start_s']:.1f} s and "
+          f"the pool's preload of each cell's imports; "
+          f"worker start {out['worker_start_s']:.1f} s and "
           f"pool start {out['pool_start_s']:.1f} s apart")
     if a.out:
         (a.out / "corpus_vs_autotune.json").write_text(json.dumps(out, indent=1, default=str))
@@ -307,8 +309,8 @@ def run_arms(a: argparse.Namespace) -> int:
         results.append((arm, json.loads(path.read_text()) if path.exists() else {}))
         print(f"== arm {i} rc={rc}", flush=True)
     names = list(dict.fromkeys(n for _arm, r in results for n in r.get("kernels", {})))
-    print("\nkernel                 " + " ".join(f"{f'{i}:{arm}':>22}" for i, (arm, _r) in
-                                               enumerate(results)) + "   (ktune s / first s / ratio)")
+    arms = " ".join(f"{f'{i}:{arm}':>22}" for i, (arm, _r) in enumerate(results))
+    print("\nkernel                 " + arms + "   (ktune s / first s / ratio)")
     for n in names:
         cells = []
         for _arm, r in results:

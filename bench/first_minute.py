@@ -190,9 +190,8 @@ def _worker_start() -> float | None:
 def autotune_side(name: str) -> dict:
     """The package's own ``@triton.autotune`` kernel in a fresh process, first call timed."""
     marks = {"interpreter up": since_spawn()}
-    import torch  # noqa: F401 - what a user of the package imports first
-
     import corpus_vs_autotune as cva
+    import torch  # noqa: F401 - what a user of the package imports first
 
     marks["import torch"] = since_spawn()
     import importlib

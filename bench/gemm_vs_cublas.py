@@ -81,7 +81,6 @@ def make_io(size: int):
     """The same fresh bf16 inputs and float32 reference (torch on the GPU) as the sweep
     benchmark; pickled by value, so the device worker needs no bench/ on its path."""
     import cloudpickle
-
     import sweep_vs_autotune
 
     cloudpickle.register_pickle_by_value(sweep_vs_autotune)
@@ -93,7 +92,8 @@ def cells() -> dict[str, tuple[str, str]]:
     nb = nbformat.read(NB, as_version=4)
     out = {}
     for c in nb.cells:
-        if c.cell_type == "code" and c.source.startswith("%%kernel") and "--backend triton" in c.source:
+        if (c.cell_type == "code" and c.source.startswith("%%kernel")
+                and "--backend triton" in c.source):
             line, body = c.source.split("\n", 1)
             args = line.removeprefix("%%kernel").split(" --config")[0]
             out[args.split()[0]] = (args, body)
@@ -159,7 +159,8 @@ class PowerSampler:
         while not self._done.wait(period_s):
             tag = self._tag
             if tag is not None:
-                self.rows.append((tag[0], tag[1], nv.nvmlDeviceGetClockInfo(self._h, nv.NVML_CLOCK_SM),
+                self.rows.append((tag[0], tag[1],
+                                  nv.nvmlDeviceGetClockInfo(self._h, nv.NVML_CLOCK_SM),
                                   nv.nvmlDeviceGetPowerUsage(self._h) / 1000))
 
     @contextlib.contextmanager
@@ -256,9 +257,12 @@ def one_shot(size: int, configs: dict, json_path: Path) -> None:
         cublas["ms"] = min(cublas["samples_ms"])
         for row in rows:
             row["pct_cublas"] = 100 * cublas["ms"] / row["do_bench_ms"]
-    print(f"{size}^3 bf16 on {cublas['device']} (torch {cublas['torch']}, triton {cublas['triton']})")
-    print(f"{'kernel':18} {'config':64} {'status':8} {'ext ms':>8} {'bench ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8}")
-    print(f"{'torch.matmul':18} {'cuBLAS, faster of ' + str(cublas['samples_ms']):64} {'ok':8} {'':>8} {cublas['ms']:8.3f} "
+    print(f"{size}^3 bf16 on {cublas['device']} "
+          f"(torch {cublas['torch']}, triton {cublas['triton']})")
+    print(f"{'kernel':18} {'config':64} {'status':8} {'ext ms':>8} {'bench ms':>8} "
+          f"{'TFLOP/s':>8} {'% cuBLAS':>8}")
+    print(f"{'torch.matmul':18} {'cuBLAS, faster of ' + str(cublas['samples_ms']):64} {'ok':8} "
+          f"{'':>8} {cublas['ms']:8.3f} "
           f"{tflops(cublas['ms'], size):8.1f} {100.0:8.1f}")
     for row in rows:
         cfg = " ".join(f"{k}={v}" for k, v in row["config"].items())
@@ -269,7 +273,8 @@ def one_shot(size: int, configs: dict, json_path: Path) -> None:
     if best:
         print(f"best: {best['kernel']} {best['config']} at {best['pct_cublas']:.1f}% of cuBLAS "
               f"(target >= 95%: {'met' if best['pct_cublas'] >= 95 else 'NOT met'})")
-    json_path.write_text(json.dumps(dict(size=size, cublas=cublas, rows=rows), indent=1, default=str))
+    json_path.write_text(json.dumps(dict(size=size, cublas=cublas, rows=rows), indent=1,
+                                    default=str))
 
 
 def interleaved(size: int, rounds: int, json_path: Path) -> None:
@@ -283,14 +288,15 @@ def interleaved(size: int, rounds: int, json_path: Path) -> None:
 
     ensure_allocator()
     n = size
-    kernel = getattr(load_module(cells()["matmul_tma"][1], "matmul_tma"), "matmul_tma")
+    kernel = load_module(cells()["matmul_tma"][1], "matmul_tma").matmul_tma
     a = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     expected = torch.matmul(a, b)
 
     def launcher(cfg):
-        grid = (min(cfg["NUM_SMS"], triton.cdiv(n, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])),)
+        tiles = triton.cdiv(n, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])
+        grid = (min(cfg["NUM_SMS"], tiles),)
         return lambda: kernel[grid](a, b, c, n, n, n, **cfg)
 
     sides = {"cuBLAS": lambda: torch.matmul(a, b)}
@@ -319,7 +325,8 @@ def interleaved(size: int, rounds: int, json_path: Path) -> None:
     for k, v in samples.items():
         med = float(np.median(v))
         row = {"median_ms": med, "min_ms": min(v), "max_ms": max(v), "tflops": tflops(med, n)}
-        line = f"{k:8} median {med:.3f} ms [{min(v):.3f}, {max(v):.3f}] {tflops(med, n):6.1f} TFLOP/s"
+        line = (f"{k:8} median {med:.3f} ms [{min(v):.3f}, {max(v):.3f}] "
+                f"{tflops(med, n):6.1f} TFLOP/s")
         if k != "cuBLAS":
             ratio, lo, hi = ratio_ci(np.asarray(v), np.asarray(samples["cuBLAS"]))
             row |= {"pct_of_cublas": 100 * ratio, "ci95_pct": [100 * lo, 100 * hi]}

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))  # a checkout without installing (the worker too)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 NB = ROOT / "examples" / "gemm_wgmma.ipynb"
 from notebook_cell import kernel_cell  # noqa: E402 - bench/ is on sys.path as the script dir
+
 H200 = {"SMEM_PER_BLOCK": 232448, "SM_COUNT": 132}  # for --check --all without a device
 
 _BASE = dict(BM=128, BN=256, BK=64, STAGES=4, SWIZZLE="128B", CONSUMERS=2, PERSISTENT=1,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,8 +37,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    import jupyter_ktune
     from corpus.entries import BY_ID
+
+    import jupyter_ktune
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 

@@ -102,10 +102,12 @@ def main() -> None:
         p.session.close()
 
         nb = nbformat.read(ROOT / "examples" / "matmul_triton.ipynb", as_version=4)
-        setup = next(c.source for c in nb.cells if c.cell_type == "code" and "def inputs" in c.source)
+        setup = next(c.source for c in nb.cells
+                     if c.cell_type == "code" and "def inputs" in c.source)
         cell = next(c.source for c in nb.cells if c.source.startswith("%%kernel"))
         tns: dict = {}
-        exec(setup.replace("%load_ext jupyter_ktune", "").replace("SIZE = 128", f"SIZE = {args.triton_size}"), tns)
+        exec(setup.replace("%load_ext jupyter_ktune", "")
+             .replace("SIZE = 128", f"SIZE = {args.triton_size}"), tns)
         line, _, body = cell.partition("\n")
         tspec = parse_cell(line.removeprefix("%%kernel").strip() + " --budget-ms 20", body, tns)
         p = panel_for(worker, tspec, prefetch=False)

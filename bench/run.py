@@ -59,7 +59,8 @@ class Bench:
 REGISTRY: dict[str, Bench] = {
     "timing_vs_ncu": Bench(
         "timing_vs_ncu.py", "--out {out}", 240,
-        "Is the CUDA backend's median within 3% of ncu, and does a faulting variant recover in < 5 s?"),
+        "Is the CUDA backend's median within 3% of ncu, and does a faulting variant recover in "
+        "< 5 s?"),
     "events_vs_cupti": Bench(
         "events_vs_cupti.py", "", 120,
         "Does CUPTI kernel tracing slow the kernel it times? (needs cupti-python)"),
@@ -83,7 +84,8 @@ REGISTRY: dict[str, Bench] = {
         "Does every profile request (scopes, ncu per line, Mosaic GPU) work through the worker?"),
     "sweep_vs_autotune": Bench(
         "sweep_vs_autotune.py",
-        "--size 4096 --budget-ms 10 --warm --store {out}/mm.sqlite --out {out}/sweep_vs_autotune.json",
+        "--size 4096 --budget-ms 10 --warm --store {out}/mm.sqlite "
+        "--out {out}/sweep_vs_autotune.json",
         170, "Is ktune's sweep >= 3x faster to the best config than triton.autotune, same winner?"),
     "search_efficiency": Bench(
         "search_efficiency.py",
@@ -114,18 +116,6 @@ REGISTRY: dict[str, Bench] = {
         "warmup_rule.py", "--out {out}", 150,
         "When the SM clock already reads at its maximum, does a 1 ms warm-up give the same "
         "median as the full 25 ms?"),
-    "direct_launch_check": Bench(
-        "direct_launch_check.py", "", 90,
-        "Does a kernel launched with cuLaunchKernel on Triton's cubin (while Triton 3.6 builds "
-        "its launcher) give bitwise the same outputs and device time as Triton's launch?"),
-    "hold_ab": Bench(
-        "hold_ab.py", "--rounds 3 --out {out}", 120,
-        "Do timed runs enqueued behind a hold read a microsecond kernel's time with the host "
-        "busy, where unheld runs read the host's launch calls?"),
-    "floor_ab": Bench(
-        "floor_ab.py", "", 120,
-        "Is a microsecond kernel's median steadier with the event floor interleaved with its "
-        "runs than measured after them?"),
     "warm_start": Bench(
         "warm_start.py", "--backend triton --budget-ms 10 --out {out}", 300,
         "After a one-line edit, does a warm-started sweep reach within 3% of its best in <= 20% "
@@ -141,7 +131,8 @@ REGISTRY: dict[str, Bench] = {
         "How close is the Triton FlashAttention forward to torch SDPA (cuDNN, flash)?"),
     "swizzle_bank_conflicts": Bench(
         "swizzle_bank_conflicts.py", "--out {out} --n 8192", 120,
-        "Does each swizzle mode remove the bank conflicts the model predicts, and what does it save?"),
+        "Does each swizzle mode remove the bank conflicts the model predicts, and what does it "
+        "save?"),
     "fault_injection": Bench(
         "fault_injection.py", "--timeout 5 --out {out}", 240,
         "Is every planted fault (crash, hang, wrong kernel, slow reference, Interrupt) given the "
@@ -161,18 +152,9 @@ REGISTRY: dict[str, Bench] = {
     "panel_gpu_snapshot": Bench(
         "panel_gpu_snapshot.py", "--out {out}", 200,
         "What does the live panel show for a GPU run (saved for the docs screenshot)?"),
-    "jit_key_probe": Bench(
-        "jit_key_probe.py", "--out {out}", 120,
-        "Does the compile pool's warm compile make the key the worker's first launch looks up?"),
-    "jit_key_processes": Bench(
-        "jit_key_processes.py", "--out {out}", 120,
-        "Across processes: which part of Triton's cache key differs between pool and launch?"),
     "sweep_profile": Bench(
         "sweep_profile.py", "fla-softmax matmul cuda-copy --out {out}", 300,
         "Which functions hold a sweep's per-config time, in the worker and in the sweep?"),
-    "verify_phase_probe": Bench(
-        "verify_phase_probe.py", "--out {out}", 150,
-        "Where do a sweep's per-config verify milliseconds go: the first launch or the compare?"),
     "verdicts_fp32": Bench(
         "verdicts_fp32.py", "--out {out}", 200,
         "Do correct fp32 GEMMs (K up to 8192) and a 17x17 convolution pass by default, and an "

@@ -3,7 +3,8 @@
 Spaces are recorded exhaustively once into a store (``--record``, on the GPU): the Triton
 bf16 matmul (the sweep_vs_autotune store is reused when given), the FlashAttention forward of
 examples/attention.ipynb (fp16, causal, Z=4, H=32, N_CTX=4096, D=64: 128 configs), a fused
-row softmax and a memory-bound scaled copy. Each strategy is then replayed from the store with 20 seeds. ``--synthetic`` replays a
+row softmax and a memory-bound scaled copy. Each strategy is then replayed from the store with 20
+seeds. ``--synthetic`` replays a
 synthetic-but-realistic GEMM model instead (CPU, to test the machinery); the GPU replay decides
 ``DEFAULT_STRATEGY``.
 """
@@ -74,7 +75,8 @@ def attention_cell() -> tuple[str, str]:
     HEAD_DIM fixed at 64 for D = 64: 4 x 4 x 2 x 4 = 128 configs."""
     nb = json.loads((ROOT / "examples" / "attention.ipynb").read_text())
     src = next("".join(c["source"]) for c in nb["cells"]
-               if "".join(c["source"]).startswith("%%kernel attn_fwd --backend triton --inputs inputs "))
+               if "".join(c["source"]).startswith(
+                   "%%kernel attn_fwd --backend triton --inputs inputs "))
     line, body = src.split("\n", 1)
     words, kept = line.split()[2:], []
     skip = {"--config", "--budget-ms", "--backend", "--inputs", "--reference"}
@@ -126,7 +128,8 @@ def record(store: Path, budget_ms: float, spaces: list[str]) -> None:
             f"{name} --backend triton --inputs inputs --reference reference {opts} "
             f"--budget-ms {budget_ms}", src, {"inputs": inputs, "reference": reference})
         t0 = time.perf_counter()
-        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0, on_result=lambda p: print(
+        r = jupyter_ktune.tune(spec, "exhaustive", store=store, top_k=0,
+                               on_result=lambda p, t0=t0, name=name: print(
             f"{time.perf_counter() - t0:6.1f} s {name} {p.text()}", flush=True))
         print(r.summary(), flush=True)
 

@@ -1,4 +1,5 @@
-"""Does a sweep over a faulty store lose results, refuse with a traceback, or write to a damaged file?
+"""Does a sweep over a faulty store lose results, refuse with a traceback, or write to a damaged
+file?
 
 Usage::
 
@@ -215,8 +216,9 @@ def main() -> None:
     head = ("fault", "injected", "outcome", "measured", "served", "saved", "untouched", "lost",
             "lines")
     widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in head]
-    text += ["", "  ".join(h.ljust(w) for h, w in zip(head, widths)),
-             *("  ".join(str(r[h]).ljust(w) for h, w in zip(head, widths)) for r in rows),
+    text += ["", "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+             *("  ".join(str(r[h]).ljust(w) for h, w in zip(head, widths, strict=True))
+               for r in rows),
              "", *(f"{r['fault']}: {r['first_line']}" for r in rows if r["first_line"]),
              "", f"faults injected {sum(r['injected'] for r in rows) - 1}, results lost "
              f"{sum(r['lost'] for r in rows)}, tracebacks {sum(r['traceback'] for r in rows)}"]

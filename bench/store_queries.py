@@ -107,7 +107,7 @@ def main() -> int:
             get_ms, _ = timed(lambda: store.get(key, best_new.config), a.repeat)
             rows = len(store)
         same = (best_old.config == best_new.config and len(top) == 10 and len(hist) == 500
-                and all(x.median_ms <= y.median_ms for x, y in zip(top, top[1:])))
+                and all(x.median_ms <= y.median_ms for x, y in zip(top, top[1:], strict=False)))
         result = {"rows": rows, "rows_under_key": a.configs, "file_mb": round(size_mb, 1),
                   "build_s": round(build_s, 1), "best_by_decoding_all_ms": round(decode_ms, 2),
                   "best_sql_ms": round(best_ms, 3), "top10_sql_ms": round(top_ms, 3),

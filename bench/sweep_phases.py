@@ -47,10 +47,9 @@ def preload_pool(spec: Any) -> float:
     its inputs and reference stay the sweep's own (timed). Returns the seconds."""
     import os
 
-    from jupyter_ktune.tune.runners import preload_pool as preload, shared_pool
-
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.tune.runners import preload_here
+    from jupyter_ktune.tune.runners import preload_here, shared_pool
+    from jupyter_ktune.tune.runners import preload_pool as preload
 
     t0 = time.perf_counter()
     futures = preload(shared_pool(max(1, (os.cpu_count() or 2) - 1), spec.backend), spec)

@@ -91,12 +91,14 @@ def ktune_sweep(size: int, store: Path, budget_ms: float, strategy: str = "exhau
         spec, strategy, budget=budget, store=store, top_k=3,
         on_result=lambda p: print(f"{time.perf_counter() - t0:7.1f} s  {p.text()}  [worker ms: "
                                   + " ".join(f"{k} {v:.0f}" for k, v in
-                                             p.result.extra.get("phases_ms", {}).items()) + "]", flush=True))
+                                             p.result.extra.get("phases_ms", {}).items())
+                                  + "]", flush=True))
     wall = time.perf_counter() - t0
     best = report.best
     phases = sweep_phases.breakdown(report, wall)
     print("ktune phases: " + sweep_phases.text(phases), flush=True)
-    return {"strategy": strategy, "budget": budget, "wall_s": wall, "phases_s": phases, "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
+    return {"strategy": strategy, "budget": budget, "wall_s": wall, "phases_s": phases,
+            "sweep_s": report.evaluations[-1].at_s if report.evaluations else None,
             "time_to_best_s": report.time_to_best_s, "configs": report.valid_configs,
             "counts": report.counts, "winner": dict(best.config) if best else None,
             "winner_ms": best.median_ms if best else None, "verdict": report.verdict.text()
@@ -107,6 +109,7 @@ def ktune_sweep(size: int, store: Path, budget_ms: float, strategy: str = "exhau
 def triton_autotune(size: int) -> dict:
     """``@triton.autotune`` over the same configs; first call = tuning."""
     import importlib.util
+
     import torch
     import triton
     configs_src = (

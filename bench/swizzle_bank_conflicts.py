@@ -1,4 +1,5 @@
-"""Swizzle modes against shared-memory bank conflicts: the transpose of examples/swizzle_banks.ipynb.
+"""Swizzle modes against shared-memory bank conflicts: the transpose of
+examples/swizzle_banks.ipynb.
 
 For every config of the notebook's ``%%kernel transpose`` cell (TILE x SWIZZLE) this runs the
 variant through the device worker (verified on fresh inputs, L2 flushed by a read, CUDA events,
@@ -10,7 +11,8 @@ the column read (the access the swizzle exists for): the cell's ``smem_tile`` st
 ``swizzle_banks.json`` into ``--out``.
 
     python bench/swizzle_bank_conflicts.py --out DIR [--n 8192]      # on a GPU with ncu
-    python bench/swizzle_bank_conflicts.py --check                   # CPU: parse the cell, list configs
+    python bench/swizzle_bank_conflicts.py --check                   # CPU: parse the cell, list
+    configs
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def main() -> int:
               f"{fmt(m.get('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum'))} "
               f"{fmt(m.get('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum'))} "
               f"{(ld_w / ld_i if ld_i and ld_w else float('nan')):10.2f} "
-              f"{(us if us else float('nan')):10.1f} {(gb / (us * 1e-6) if us else float('nan')):7.0f}")
+              f"{(us if us else float('nan')):10.1f} "
+              f"{(gb / (us * 1e-6) if us else float('nan')):7.0f}")
     return 0
 
 

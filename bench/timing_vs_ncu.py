@@ -82,8 +82,8 @@ def extension_runs(out: Path) -> dict:
         res["device"] = repr(info)
         for label, n in SIZES.items():
             ns = {"inputs": make_inputs(n), "reference": reference}
-            spec = parse_cell("scale --inputs inputs --reference reference --out y --config BLOCK=256",
-                              SCALE, ns)
+            spec = parse_cell(
+                "scale --inputs inputs --reference reference --out y --config BLOCK=256", SCALE, ns)
             r = w.run(spec, spec.space.config(BLOCK=256))
             t = r.measurement.timing if r.measurement else None
             res[label] = dict(status=r.status.value, reason=r.reason, launch=dict(r.launch),
@@ -91,8 +91,10 @@ def extension_runs(out: Path) -> dict:
                               n=t.n if t else None, graph_ms=t.graph_ms if t else None,
                               method=t.method if t else None,
                               gbps=r.measurement.gbps if r.measurement else None,
-                              clocks=r.measurement.provenance.sm_clock_mhz if r.measurement else None,
-                              static=r.static.to_dict() if r.static is not None and hasattr(r.static, "to_dict") else None)
+                              clocks=(r.measurement.provenance.sm_clock_mhz
+                                      if r.measurement else None),
+                              static=(r.static.to_dict() if r.static is not None
+                                      and hasattr(r.static, "to_dict") else None))
             (out / f"ext_{label}.txt").write_text(repr(r) + "\n" + r._repr_html_())
         good = parse_cell("scale --inputs inputs --reference reference --out y",
                           SCALE, {"inputs": make_inputs(1 << 20), "reference": reference})
@@ -143,12 +145,15 @@ def do_bench_runs(out: Path) -> dict:
 
 def ncu_runs(out: Path) -> dict:
     rep = out / "scale.ncu-rep"
-    cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum,launch__grid_size",
-           "-k", "regex:scale", "-f", "-o", str(rep.with_suffix("")), sys.executable, "-c", DO_BENCH,
+    cmd = ["ncu", "--clock-control", "none",
+           "--metrics", "gpu__time_duration.sum,launch__grid_size",
+           "-k", "regex:scale", "-f", "-o", str(rep.with_suffix("")),
+           sys.executable, "-c", DO_BENCH,
            json.dumps(SIZES), SCALE, "20"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     (out / "ncu_profile_log.txt").write_text(" ".join(cmd[:8]) + " ...\n" + p.stdout + p.stderr)
-    q = subprocess.run(["ncu", "--import", str(rep), "--page", "raw", "--csv", "--print-units", "base",
+    q = subprocess.run(["ncu", "--import", str(rep), "--page", "raw", "--csv",
+                        "--print-units", "base",
                         "--metrics", "gpu__time_duration.sum,launch__grid_size"],
                        capture_output=True, text=True, timeout=300)
     (out / "ncu_raw.csv").write_text(q.stdout + q.stderr)
@@ -196,15 +201,19 @@ def main() -> None:
         dm = db.get("do_bench_median_ms", {}).get(label)
         def d(a, b):
             return f"{(a / b - 1) * 100:+.1f}%" if a and b else "-"
-        print(f"{label:<12} {m * 1e3 if m else float('nan'):>11.2f} µs {(e.get('iqr_ms') or 0) * 1e3:>7.2f} µs "
+        print(f"{label:<12} {m * 1e3 if m else float('nan'):>11.2f} µs "
+              f"{(e.get('iqr_ms') or 0) * 1e3:>7.2f} µs "
               f"{e.get('n') or 0:>5} {nm * 1e3 if nm else float('nan'):>9.2f} µs {d(m, nm):>9} "
-              f"{dm * 1e3 if dm else float('nan'):>8.2f} µs {d(m, dm):>8} {e.get('gbps') or 0:>8.0f}")
+              f"{dm * 1e3 if dm else float('nan'):>8.2f} µs {d(m, dm):>8} "
+              f"{e.get('gbps') or 0:>8.0f}")
         if e.get("graph_ms"):
-            print(f"{'':<12} CUDA-graph per launch {e['graph_ms'] * 1e3:.2f} µs; status {e.get('status')}")
+            print(f"{'':<12} CUDA-graph per launch {e['graph_ms'] * 1e3:.2f} µs; "
+                  f"status {e.get('status')}")
     print(f"\nworker start {ext.get('worker_start_s', 0):.2f} s")
     for kind in FAULTS:
         f = ext.get(f"fault_{kind}", {})
-        print(f"fault {kind:<16} -> {f.get('status')!s:<14} next run {f.get('next_good_status')!s:<8} "
+        print(f"fault {kind:<16} -> {f.get('status')!s:<14} "
+              f"next run {f.get('next_good_status')!s:<8} "
               f"recovered in {f.get('recovered_s', float('nan')):.2f} s")
 
 

@@ -1,7 +1,8 @@
 """GPU check of the Triton backend: the example GEMM at 4096^3 bf16 through the worker, against
 ``triton.testing.do_bench(return_mode="median")`` for the same config.
 
-Run on the H200 from the repository root: ``python bench/triton_vs_do_bench.py [SIZE] [--json PATH]``
+Run on the H200 from the repository root: ``python bench/triton_vs_do_bench.py [SIZE] [--json
+PATH]``
 (``--json`` defaults to ``triton_gpu_check.json`` in the current folder).
 Prints the device, both medians, their ratio, the static report's registers/SASS highlights and
 the extension's method line. do_bench *writes* its 256 MB flush buffer (``zero_``) while the

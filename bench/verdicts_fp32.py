@@ -36,8 +36,10 @@ __global__ void sgemm(const float* A, const float* B, float* C, int M, int N, in
   int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
   float acc = 0.0f;
   for (int k0 = 0; k0 < K; k0 += TILE) {
-    As[threadIdx.y][threadIdx.x] = (row < M && k0 + threadIdx.x < K) ? A[row * K + k0 + threadIdx.x] : 0.0f;
-    Bs[threadIdx.y][threadIdx.x] = (col < N && k0 + threadIdx.y < K) ? B[(k0 + threadIdx.y) * N + col] : 0.0f;
+    As[threadIdx.y][threadIdx.x] = (row < M && k0 + threadIdx.x < K)
+        ? A[row * K + k0 + threadIdx.x] : 0.0f;
+    Bs[threadIdx.y][threadIdx.x] = (col < N && k0 + threadIdx.y < K)
+        ? B[(k0 + threadIdx.y) * N + col] : 0.0f;
     __syncthreads();
     #pragma unroll
     for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
@@ -84,7 +86,8 @@ __global__ void conv2d(const float* img, const float* filt, float* out, int H, i
 # the same kernels with one index off by one
 OFF_BY_ONE = {
     "cuda_gemm": ("B[(k0 + threadIdx.y) * N + col]", "B[(k0 + threadIdx.y) * N + col + 1]"),
-    "triton_gemm": ("(k0 + rk)[:, None] * N + rn[None, :],", "(k0 + rk)[:, None] * N + rn[None, :] + 1,"),
+    "triton_gemm": ("(k0 + rk)[:, None] * N + rn[None, :],",
+                    "(k0 + rk)[:, None] * N + rn[None, :] + 1,"),
     "cuda_conv": ("filt[i * R + j]", "filt[i * R + j + 1]"),
 }
 

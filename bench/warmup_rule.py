@@ -11,7 +11,8 @@ as the previous config would, read the clock, then time the kernel with the warm
 picks ("rule") or the full 25 ms ("full"), with the event floor's empty runs interleaved with
 the kernel's (the protocol's default) or measured in 51 runs after them ("floor after", the
 protocol before 2026-12-02). It prints each arm's medians over the rounds (median, min, max),
-how often the clock read "up", and the host ms each timing took. It also reads the clock after idle gaps
+how often the clock read "up", and the host ms each timing took. It also reads the clock after idle
+gaps
 (0-2000 ms after work), to show when the rule falls back to the full warm-up. Each round also
 times the kernel and the empty kernel in alternating flushed runs, to see whether a jump
 between a microsecond kernel's medians is in its own events or in the floor measured after.

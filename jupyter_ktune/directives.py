@@ -36,7 +36,9 @@ _SMEM_TILE_STMT = re.compile(r"^smem_tile\s*=\s*\((?P<args>.*)\)$")
 _DIRECTIVE_HELP = ("Directives: 'NAME in [v1, v2]', 'NAME in pow2(16, 256)', "
                    "'NAME in range(1, 5)', "
                    "'grid = EXPR', 'block = EXPR', 'smem = EXPR', 'flops = EXPR', 'bytes = EXPR', "
-                   "'require EXPR', 'smem_tile = (ROWS, COLS, DTYPE)'; Triton: 'a_desc.block_shape = [BM, BK]', 'out.shape = (cdiv(n, BLOCK),)'; CUDA C++: 'include DIR' (or package:folder), "
+                   "'require EXPR', 'smem_tile = (ROWS, COLS, DTYPE)'; "
+                   "Triton: 'a_desc.block_shape = [BM, BK]', 'out.shape = (cdiv(n, BLOCK),)'; "
+                   "CUDA C++: 'include DIR' (or package:folder), "
                    "'T = float' (a template type), 'pipeline = [k1(grid=..., block=...), ...]'.")
 
 

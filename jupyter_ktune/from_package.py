@@ -19,7 +19,8 @@ from pathlib import Path
 
 from jupyter_ktune.errors import CellError
 
-_FIX = "Write --from package.module:kernel, e.g. liger_kernel.ops.rms_norm:_rms_norm_forward_kernel."
+_FIX = ("Write --from package.module:kernel, e.g. "
+        "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel.")
 
 
 def module_file(module: str) -> Path:

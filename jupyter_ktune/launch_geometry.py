@@ -62,14 +62,14 @@ def dims(value: Any, expr: Any, what: str) -> tuple[int, ...]:
     for v, i in zip(vals, ints, strict=True):
         if i is None and isinstance(v, numbers.Real) and not isinstance(v, bool):
             raise bad(f"{v!r} is not a whole number",
-                      f"Round up with cdiv(n, BLOCK) or use //, not /.")
+                      "Round up with cdiv(n, BLOCK) or use //, not /.")
         if i is None:
             raise bad(f"a {type(v).__name__}, not a number")
     if min(ints) < 1:  # type: ignore[type-var]
         raise bad("and every size must be at least 1 (a launch of 0 runs nothing)",
                   "Check the expression for this config and these inputs.")
     limits = GRID_LIMITS if what == "grid" else BLOCK_LIMITS
-    over = [i for i, (n, cap) in enumerate(zip(ints, limits)) if n > cap]  # type: ignore[operator]
+    over = [i for i, (n, cap) in enumerate(zip(ints, limits, strict=False)) if n > cap]  # type: ignore[operator]
     if over:
         caps = " x ".join(f"{c:,}" for c in limits[:len(ints)])
         raise bad(f"beyond CUDA's limit of {caps} {'blocks' if what == 'grid' else 'threads'}",

@@ -23,6 +23,7 @@ from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
 
+
 def warm_worker(line: str) -> threading.Thread | None:
     """Have the device worker import the cell's backend and open the device on a thread, while
     this process parses the cell: the worker's torch, Triton and CUDA context took 7.5-8.3 s of

@@ -5,8 +5,8 @@ Kept apart from the result types so those stay plain data that cross process bou
 
 from __future__ import annotations
 
-from html import escape
 from collections.abc import Mapping
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.status import Status

@@ -30,8 +30,8 @@ from jupyter_ktune.backends import backend_names, get_backend
 from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
 from jupyter_ktune.launch_geometry import check_constant
+from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
 from jupyter_ktune.space import Constraint, Space
 
 Lang = Literal["cuda", "triton", "pallas"]

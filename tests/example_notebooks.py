@@ -30,7 +30,8 @@ def run_example(name: str, folder: Path = EXAMPLES) -> str:
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if errors:
         raise AssertionError(f"{name} raised: {errors}")
-    return "\n".join(str(v) for o in outputs for v in [o.get("text", ""), *o.get("data", {}).values()])
+    return "\n".join(str(v) for o in outputs
+                     for v in [o.get("text", ""), *o.get("data", {}).values()])
 
 
 def main(folder: str, *names: str) -> None:

@@ -28,7 +28,8 @@ def fakes(tmp_path, monkeypatch):
         "import sys, pathlib\nprint('hello from ok')\n"
         "pathlib.Path(sys.argv[1], 'result.json').write_text('{\"x\": 1}')\n")
     (tmp_path / "slow.py").write_text(
-        "import time\nprint('started')  # no flush: PYTHONUNBUFFERED keeps it\ntime.sleep(60)\nprint('never')\n")
+        "import time\nprint('started')  # no flush: PYTHONUNBUFFERED keeps it\n"
+        "time.sleep(60)\nprint('never')\n")
     (tmp_path / "fail.py").write_text("import sys\nprint('failing')\nsys.exit(3)\n")
     return {"ok": run.Bench(str(tmp_path / "ok.py"), "{out}", 30, "does ok write?"),
             "slow": run.Bench(str(tmp_path / "slow.py"), "", 60, "does slow stop?"),
@@ -123,6 +124,7 @@ def test_dry_run_of_the_real_registry_writes_the_layout(tmp_path):
     folder = tmp_path / "stage" / "gemm_vs_cublas" / STAMP
     assert (f"bench/gemm_vs_cublas.py 8192 --rounds 30 --json {folder}/gemm_interleaved.json"
             in (folder / "command.txt").read_text())
-    assert "cap 90 s" in (tmp_path / "stage" / "fault_injection" / STAMP / "command.txt").read_text()
+    stage = tmp_path / "stage"
+    assert "cap 90 s" in (stage / "fault_injection" / STAMP / "command.txt").read_text()
     with tarfile.open(tmp_path / "out" / "results.tgz") as tar:
         assert f"fault_injection/{STAMP}/env.txt" in tar.getnames()

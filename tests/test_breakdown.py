@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jupyter_ktune.editor import MIME_TYPE, editor_bundle
-from jupyter_ktune.measure.breakdown import Breakdown, Event, cycles_to_ns, pair_edges, scope_role
 from jupyter_ktune.backends.cuda.profile import (
     ScopeSampling,
     fitted_clock_mhz,
@@ -25,6 +23,8 @@ from jupyter_ktune.backends.cuda.profile import (
 )
 from jupyter_ktune.backends.pallas.profile import parse_mosaic_trace
 from jupyter_ktune.backends.triton.profile import parse_proton_trace
+from jupyter_ktune.editor import MIME_TYPE, editor_bundle
+from jupyter_ktune.measure.breakdown import Breakdown, Event, cycles_to_ns, pair_edges, scope_role
 
 FIX = Path(__file__).parent / "fixtures" / "breakdown"
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from cuda_tools import NVCC, needs_nvcc
 
 from jupyter_ktune.backends.cuda.profile import ScopeSampling, fnv31, scope_names, uses_scopes
 from jupyter_ktune.backends.cuda.source import include_dir
 
 FIX = Path(__file__).parent / "fixtures" / "breakdown"
 INCLUDE = include_dir()  # the installed package's, as the CUDA backend passes it
-NVCC = next((c for c in (shutil.which("nvcc"), "/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc")
-             if c and Path(c).is_file()), None)
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 INSTANTIATE = "template __global__ void gemm<64, 64, 32>(const float*, const float*, float*, " \
               "int, int, int);\n"
 _SCOPE_LINE = re.compile(r"^\s*KT_(?:SCOPE|PROFILE_KERNEL)\(.*\);\s*$", re.M)

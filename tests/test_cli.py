@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from cuda_tools import needs_nvcc
 
 SETUP = """import numpy as np
 def inputs():
@@ -20,7 +21,7 @@ FAKE = """# %%kernel scale --backend fake --inputs inputs --reference reference 
 # ktune: BLOCK in [1, 2, 8]; require BLOCK < 4
 def scale(x, y, n):
     y[:] = 2 * x
-"""
+"""  # noqa: E501 - the magic line is one line
 CUDA = """// %%kernel scale --inputs inputs --reference reference --out y
 // ktune: BLOCK in [128, 256]; grid = cdiv(n, BLOCK); block = BLOCK
 template <int BLOCK>
@@ -45,17 +46,6 @@ def ktune(*args: str, cwd=None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def has_nvcc() -> bool:
-    from jupyter_ktune.toolchain import ToolNotFound, find_tool
-
-    try:
-        find_tool("nvcc")
-    except ToolNotFound:
-        return False
-    return True
-
-
-needs_nvcc = pytest.mark.skipif(not has_nvcc(), reason="nvcc not installed")
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
                                   reason="triton not installed")
 

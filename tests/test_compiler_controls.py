@@ -420,9 +420,9 @@ def test_tpe_proposes_list_values_without_optuna_warnings():
 
 def test_interpreter_host_times_never_rank_configs_that_differ_only_in_name_prefix():
     from jupyter_ktune.results import Status
+    from jupyter_ktune.tunable_values import value_text
     from jupyter_ktune.tune.report import decide
     from jupyter_ktune.tune.store import StoredResult
-    from jupyter_ktune.tunable_values import value_text
 
     host = "Triton interpreter, host time (not GPU time)"
     rows = [StoredResult(Config({"BLOCK": 64, "name_prefix": p}), Status.OK,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_tools import needs_nvcc
 
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.includes import header_hint, include_dirs, resolve
@@ -16,14 +17,6 @@ from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.execute import run_variant
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.toolchain import ToolNotFound, find_tool
-
-try:
-    find_tool("nvcc")
-    HAVE_NVCC = True
-except ToolNotFound:
-    HAVE_NVCC = False
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (no CUDA toolkit)")
 
 SCALE = """\
 // ktune: FACTOR in [1, 4]; BLOCK in [128, 256]; grid = cdiv(n, BLOCK); block = BLOCK

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cuda_tools import needs_nvcc
+from nvrtc_wheel import load_nvrtc, nvrtc_compile
+from test_archcubin import FakeRawModule, backend, h200  # noqa: F401 - fixtures
 
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.backends.cuda import archcubin
@@ -23,12 +26,10 @@ from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.source import macro_defines, parse_signature, static_source
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.spec import parse_cell
-from nvrtc_wheel import load_nvrtc, nvrtc_compile
-from test_archcubin import FakeRawModule, backend, h200  # noqa: F401 - fixtures
-from test_static import needs_nvcc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from one_build import HEAD, IDIOMS  # noqa: E402 - the cells the GPU bench runs too
+
 
 @needs_nvcc
 @pytest.mark.parametrize("idiom", list(IDIOMS))
@@ -54,7 +55,7 @@ def test_published_idioms_compile_with_nvcc_and_with_nvrtc(idiom: str, monkeypat
 
 # -- the run loads nvcc's build, the one its static report describes ----------------------------
 @pytest.fixture
-def gpu_backend(h200: CudaBackend) -> CudaBackend:
+def gpu_backend(h200: CudaBackend) -> CudaBackend:  # noqa: F811 - the imported fixture
     """A backend with a (fake) H200 whose CuPy only loads cubin files (test_archcubin)."""
     h200.__dict__["_timer"] = None
     return h200

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_tools import needs_nvcc
 
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.pipeline import (
@@ -20,13 +21,6 @@ from jupyter_ktune.backends.cuda.pipeline import (
 )
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.toolchain import ToolNotFound, find_tool
-
-try:
-    find_tool("nvcc")
-    HAVE_NVCC = True
-except ToolNotFound:
-    HAVE_NVCC = False
 
 REDUCTION = """\
 // ktune: BLOCK in [128, 256]
@@ -89,7 +83,7 @@ def test_a_bad_pipeline_is_an_error_on_its_line(text, words):
     assert e.value.line in (3, 1)  # the directive's line; a missing kernel names line 1
 
 
-@pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (no CUDA toolkit)")
+@needs_nvcc
 def test_nvcc_compiles_every_stage_for_the_static_report(tmp_path, monkeypatch):
     monkeypatch.setenv("KTUNE_CACHE_DIR", str(tmp_path))
     spec = _spec()

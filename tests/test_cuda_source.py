@@ -13,13 +13,19 @@ import subprocess
 
 import numpy as np
 import pytest
+from cuda_tools import NVCC, needs_nvcc
 
-from jupyter_ktune.backends.cuda.source import (device_source, include_dir, macro_defines,
-                                                name_expression, parse_diagnostics,
-                                                parse_signature, static_source)
+from jupyter_ktune.backends.cuda.source import (
+    device_source,
+    include_dir,
+    macro_defines,
+    name_expression,
+    parse_diagnostics,
+    parse_signature,
+    static_source,
+)
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
 TEMPLATE_CELL = """\
 // ktune: BLOCK in [64, 128, 256]; VEC in [1, 2]; UNROLL in [1, 4]
@@ -41,14 +47,6 @@ def _sig(body: str, name: str = "scale"):
     return spec, parse_signature(spec)
 
 
-def _nvcc() -> str | None:
-    try:
-        return str(find_tool("nvcc"))
-    except ToolNotFound:
-        return None
-
-
-needs_nvcc = pytest.mark.skipif(_nvcc() is None, reason="nvcc not found (no CUDA toolkit)")
 
 
 # --- parse_signature ---------------------------------------------------------------------------
@@ -201,7 +199,7 @@ def test_parse_diagnostics_maps_cell_lines_and_keeps_other_files_unlined():
 def _compile(tmp_path, src: str) -> subprocess.CompletedProcess:
     cu = tmp_path / "k.cu"
     cu.write_text(src)
-    return subprocess.run([_nvcc(), "-cubin", "-arch=sm_90", "-I", str(include_dir()), str(cu),
+    return subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-I", str(include_dir()), str(cu),
                            "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True,
                           timeout=120)
 
@@ -230,7 +228,7 @@ def test_nvcc_compiles_the_static_source_of_a_template_kernel(tmp_path):
     defines = [f"-D{k}={v}" for k, v in macro_defines(spec, sig, cxx).items()]
     cu = tmp_path / "k.cu"
     cu.write_text(static_source(spec, sig, cxx))
-    proc = subprocess.run([_nvcc(), "-cubin", "-arch=sm_90", "-I", str(include_dir()), *defines,
+    proc = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-I", str(include_dir()), *defines,
                            str(cu), "-o", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from test_static import needs_nvcc
+from cuda_tools import needs_nvcc
 
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.measure.static_html import report_html

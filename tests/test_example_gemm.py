@@ -1,4 +1,5 @@
-"""examples/gemm.ipynb runs headless on this machine, and bench/gemm_vs_cublas.py parses its cells."""
+"""examples/gemm.ipynb runs headless on this machine, and bench/gemm_vs_cublas.py parses its
+cells."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cuda_tools import needs_nvcc
 from example_notebooks import run_example
-from test_static import needs_nvcc
 
 ROOT = Path(__file__).parent.parent
 

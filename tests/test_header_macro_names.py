@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from test_ktune_hopper import INCLUDE, NVCC, needs_nvcc
+from cuda_tools import NVCC, needs_nvcc
+from test_ktune_hopper import INCLUDE
 
 #: names a cell may well give a tunable, and every template or macro parameter the headers had
 TUNABLE_NAMES = ["N", "M", "K", "R", "V", "D", "S", "A", "B", "BM", "BN", "BK", "BYTES",

@@ -7,10 +7,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_ktune.measure.integrity import (ALIGN, GUARD_BYTE, changed_inputs, count_changed,
-                                             fill_guard, guard_bits, guard_breach,
-                                             guard_breach_of, guard_layout, guarded_empty,
-                                             input_names)
+from jupyter_ktune.measure.integrity import (
+    ALIGN,
+    GUARD_BYTE,
+    changed_inputs,
+    count_changed,
+    fill_guard,
+    guard_bits,
+    guard_breach,
+    guard_breach_of,
+    guard_layout,
+    guarded_empty,
+    input_names,
+)
 from jupyter_ktune.results import GuardBreach, InputChange, Verification
 
 
@@ -33,7 +42,8 @@ def test_guard_bits_fill_the_same_bytes_as_the_host_fill(dtype):
     host = np.zeros(3, dtype)
     fill_guard(host)
     size, value = guard_bits(dtype)
-    assert np.full(3, value, f"i{size}").tobytes() == host.tobytes() == bytes([GUARD_BYTE]) * 3 * size
+    expected = bytes([GUARD_BYTE]) * 3 * size
+    assert np.full(3, value, f"i{size}").tobytes() == host.tobytes() == expected
 
 
 def test_a_guarded_buffer_is_intact_after_writes_inside_it():

@@ -18,26 +18,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cuda_tools import NVCC, needs_nvcc
+from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 from jupyter_ktune.backends.cuda.source import include_dir
 from jupyter_ktune.swizzle import grouped_tile, swizzle_index, swizzle_offset
-from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 INCLUDE = include_dir()  # the installed package's, as the CUDA backend passes it
 HEADER = INCLUDE / "ktune.cuh"
 
 
-def _find_nvcc() -> str | None:
-    for candidate in (shutil.which("nvcc"), "/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc"):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
-
-
-NVCC = _find_nvcc()
-needs_nvcc = pytest.mark.skipif(
-    NVCC is None, reason="nvcc not found on PATH or in /usr/local/cuda/bin"
-)
 
 MODES = (0, 32, 64, 128)
 ELEM_BYTES = (1, 2, 4, 8, 16)

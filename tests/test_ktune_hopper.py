@@ -15,24 +15,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cuda_tools import NVCC, needs_nvcc, tool
+from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 from jupyter_ktune.measure.sass import SassMix, disassemble, parse_sass
-from jupyter_ktune.toolchain import ToolNotFound, find_tool
-from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
 INCLUDE = Path(__file__).resolve().parents[1] / "jupyter_ktune" / "include"
 
 
-def _tool(name: str) -> str | None:
-    try:
-        return str(find_tool(name))  # type: ignore[arg-type]
-    except ToolNotFound:
-        return None
-
-
-NVCC = _tool("nvcc")
-HAS_DISASM = _tool("cuobjdump") is not None or _tool("nvdisasm") is not None
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA 13 on PATH)")
+HAS_DISASM = tool("cuobjdump") is not None or tool("nvdisasm") is not None
 needs_sass = pytest.mark.skipif(NVCC is None or not HAS_DISASM,
                                 reason="nvcc or a disassembler (nvidia-cuda-cuobjdump) missing")
 
@@ -230,7 +221,7 @@ int main() {
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found on PATH")
 def test_descriptor_bits_match_ptx_layout(tmp_path: Path) -> None:
     """kt::wgmma_desc puts every field where the PTX ISA says, under a plain host compiler."""
-    cases = ", ".join("{%d, %d, %d, %d}" % c for c in DESC_CASES)
+    cases = ", ".join("{{{}, {}, {}, {}}}".format(*c) for c in DESC_CASES)
     (tmp_path / "h.cpp").write_text(HOST.replace("{CASES}", "{" + cases + "}"))
     built = subprocess.run(["g++", "-std=c++14", "-Wall", "-Werror", f"-I{INCLUDE}", "h.cpp",
                             "-o", "h"], cwd=tmp_path, capture_output=True, text=True, check=False)

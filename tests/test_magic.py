@@ -89,8 +89,10 @@ def test_compile_error_points_at_the_cell_line(ip):
 @pytest.mark.parametrize("line, body, expected", [
     ("scale --backend nope", FAKE, "cell line 1: unknown backend 'nope'"),
     ("scale --backend fake --inputs missing", FAKE, "which is not defined in the notebook"),
-    ("scale --backend fake --config BLOCK=3", FAKE, "'3' is not an allowed value of BLOCK. Choose one of 1, 2"),
-    ("scale --backend fake", "# ktune: BLOCK in 1,2\n" + FAKE, "cell line 2: cannot read the values"),
+    ("scale --backend fake --config BLOCK=3", FAKE,
+     "'3' is not an allowed value of BLOCK. Choose one of 1, 2"),
+    ("scale --backend fake", "# ktune: BLOCK in 1,2\n" + FAKE,
+     "cell line 2: cannot read the values"),
     ("scale", CUDA.replace("grid = cdiv(n, BLOCK); ", ""), "the launch grid is not given"),
     ("other", CUDA, "no __global__ kernel named 'other'"),
 ])

@@ -5,14 +5,17 @@ disabled with the reason as their tooltip, and the selected tab stays across sli
 from __future__ import annotations
 
 import pytest
+from test_panel import (
+    LINE,
+    NS,
+    SRC,
+    panel,  # noqa: F401 - the live panel fixture
+)
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
-
-from test_panel import LINE, NS, SRC
-from test_panel import panel  # noqa: F401 - the live panel fixture
 
 # BLOCK=2 does not build (a syntax error on cell line 5, only there); the others run
 FAILS_AT_2 = SRC.replace("import time\n", "import time\n#if BLOCK == 2\ndef broken(:\n"
@@ -37,7 +40,8 @@ def test_a_failed_variant_shows_its_reason_where_the_timing_plots_were(worker):
         assert p.timing_plots.layout.display == "none"  # no empty 0-1 axes
         assert p.no_plots.layout.display is None
         assert "compile error" in p.no_plots.value and "BLOCK=2" in p.no_plots.value
-        assert "cell line" in p.no_plots.value or "line 5" in p.no_plots.value  # the reason itself, not just a status
+        # the reason itself, not just a status
+        assert "cell line" in p.no_plots.value or "line 5" in p.no_plots.value
         assert not p.autotune.start_button.disabled  # BLOCK=1 built: a sweep can work
         p.controls.widgets["BLOCK"].value = 1
         assert p.result.status is Status.OK
@@ -66,7 +70,8 @@ def test_a_replay_disables_autotune_and_the_breakdown_with_the_reason(panel, tmp
     replay = load_panel(save_panel(panel, tmp_path / "run.panel.pkl"))
     assert replay.breakdown.button.disabled
     assert "replay" in replay.breakdown.button.tooltip
-    assert replay.autotune.start_button.disabled and "replay" in replay.autotune.start_button.tooltip
+    start = replay.autotune.start_button
+    assert start.disabled and "replay" in start.tooltip
 
 
 def test_the_selected_tab_stays_across_slider_moves(panel):  # noqa: F811

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from jupyter_ktune.backends.pallas.cell import Target
-from jupyter_ktune.errors import CannotRun, KtuneError
 from jupyter_ktune.backends.pallas.profile import (
     PROFILE_SPACE,
     profile_params,
     profiling_params,
     unprofilable_reason,
 )
+from jupyter_ktune.errors import CannotRun, KtuneError
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.breakdown import request_breakdown
 

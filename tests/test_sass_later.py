@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_panel import LINE, NS, SRC
+
 from jupyter_ktune.measure import sass
 from jupyter_ktune.measure.sass import SASS_SKIPPED, parse_sass, with_sass
 from jupyter_ktune.measure.static import KernelStatic, StaticReport
@@ -16,8 +18,6 @@ from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.toolchain import ToolNotFound
 from jupyter_ktune.tune.runners import seed_static
-
-from test_panel import LINE, NS, SRC
 
 HOPPER = "_Z6hopper4TMapPKfPfmm"
 DUMP = Path(__file__).parent / "fixtures" / "static" / "sass_hopper_cuobjdump.txt"

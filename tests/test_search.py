@@ -34,7 +34,8 @@ def synthetic_matmul(c: Config) -> float | None:
 RECORDED = {c: synthetic_matmul(c) for c in SPACE.configs()}
 SMALL = Space((Param("BM", (16, 32, 64, 128)), Param("BN", (16, 32, 64)), Param("W", (2, 4, 8))),
               (Constraint("BM * BN <= 4096"),))
-SMALL_RECORDED = {c: synthetic_matmul(Config({**dict(c), "BK": 32, "S": 3})) for c in SMALL.configs()}
+SMALL_RECORDED = {c: synthetic_matmul(Config({**dict(c), "BK": 32, "S": 3}))
+                  for c in SMALL.configs()}
 BEST = min(v for v in RECORDED.values() if v is not None)
 
 

@@ -9,8 +9,7 @@ sandbox (compile_expr / eval_expr / Constraint).
 import pytest
 
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.space import (Config, Constraint, Param, Space, compile_expr, cxx_value,
-                                 eval_expr)
+from jupyter_ktune.space import Config, Constraint, Param, Space, compile_expr, cxx_value, eval_expr
 
 
 def _space(*constraints: str) -> Space:

@@ -8,8 +8,8 @@ is line 2), source_hash and with_options.
 
 import pytest
 
-from jupyter_ktune.errors import CellError
 from jupyter_ktune.directives import parse_values
+from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import RunOptions, parse_cell
 
 BODY = """\

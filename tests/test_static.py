@@ -10,24 +10,22 @@ import stat
 from pathlib import Path
 
 import pytest
+from cuda_tools import HAVE_NVCC, needs_nvcc
 
 from jupyter_ktune import toolchain
-from jupyter_ktune.measure.static import (CompileError, compile_static, parse_diagnostics,
-                                          parse_ptxas_verbose, parse_sass, sass_mix)
+from jupyter_ktune.measure.static import (
+    CompileError,
+    compile_static,
+    parse_diagnostics,
+    parse_ptxas_verbose,
+    parse_sass,
+    sass_mix,
+)
 from jupyter_ktune.toolchain import ToolNotFound, find_tool, tool_version
 
 FIXTURES = Path(__file__).parent / "fixtures" / "static"
 
 
-def _have_nvcc() -> bool:
-    try:
-        find_tool("nvcc")
-    except ToolNotFound:
-        return False
-    return True
-
-
-needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found (no CUDA toolkit)")
 
 
 # --- parsers on recorded output --------------------------------------------------------------
@@ -126,7 +124,7 @@ def test_missing_tool_says_how_to_install(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def report():
-    if not _have_nvcc():
+    if not HAVE_NVCC:
         pytest.skip("nvcc not found (no CUDA toolkit)")
     return compile_static(FIXTURES / "kernels.cu", arch="sm_90", threads_per_block=256)
 

@@ -191,7 +191,8 @@ def test_zeroed_later_pages_found_mid_sweep_are_one_warning_and_the_sweep_goes_o
     assert _digest(path) == before
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(1, 60), min_size=1, max_size=4), st.booleans())
 def test_no_damage_ends_in_a_raw_sqlite_error(tmp_path, pages, garbage):
     """Whatever pages are overwritten, opening and using the store either works, or says

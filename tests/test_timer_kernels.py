@@ -6,14 +6,11 @@ every batch would wait out the timeout) and read the global timer (its timeout).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-
-NVCC = next((c for c in (shutil.which("nvcc"), "/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc")
-             if c and Path(c).exists()), None)
+from cuda_tools import NVCC, needs_nvcc
 
 
 def test_the_triton_timers_hold_compiles_with_a_volatile_gate_and_a_timeout():
@@ -32,7 +29,7 @@ def test_the_triton_timers_hold_compiles_with_a_volatile_gate_and_a_timeout():
     assert "ld.global" in flush.asm["ptx"]
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 def test_the_cuda_timers_kernels_compile_with_a_volatile_gate(tmp_path: Path):
     from jupyter_ktune.backends.cuda.timer import _FLUSH_SRC
 

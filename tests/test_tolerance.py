@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.measure.tolerance import (judge, judged, reduction_from_flops, rule_for,
-                                             tolerance_for)
+from jupyter_ktune.measure.tolerance import (
+    judge,
+    judged,
+    reduction_from_flops,
+    rule_for,
+    tolerance_for,
+)
 from jupyter_ktune.measure.verify import compare, poison
 
 OLD = tolerance_for(np.float32, rtol=1e-4, atol=1e-5)  # the per-element rule issue 15 replaced

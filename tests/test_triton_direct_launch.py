@@ -6,7 +6,8 @@ signature order, the constexprs left out, the two null scratch pointers; grid, b
 memory, stream), when the launcher refuses a kernel and why, and that the worker binds a run
 quick only when the sweep said so (test_sweep_speed.py checks that such runs are not held for
 Triton's launcher build). bench/direct_launch_check.py
-checks the same launches on the H200 against Triton's own (bitwise outputs, device time).
+(a one-off probe, removed; `git show 0553cc2:bench/direct_launch_check.py`) checked the same
+launches on the H200 against Triton's own (bitwise outputs, device time).
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ def test_the_worker_binds_a_run_quick_only_when_the_sweep_said_so_once(worker):
     worker.call(_record_quick_binds)
     worker.call(seed_static, spec.source_hash, spec.options.arch, config, None, None, True)
     assert worker.run(spec, config).status.value == "ok"
-    assert worker.run(spec, config).status.value == "ok"  # one-shot: the next run of the config binds as usual
+    # one-shot: the next run of the config binds as usual
+    assert worker.run(spec, config).status.value == "ok"
     assert worker.call(_quick_at_bind) == [True, False]
 
 

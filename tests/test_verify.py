@@ -11,8 +11,16 @@ import warnings
 import numpy as np
 import pytest
 
-from jupyter_ktune.measure.verify import (INT_SENTINEL, Tolerance, compare, poison, poison_value,
-                                          reference_outputs, tolerance_for, zero_inputs)
+from jupyter_ktune.measure.verify import (
+    INT_SENTINEL,
+    Tolerance,
+    compare,
+    poison,
+    poison_value,
+    reference_outputs,
+    tolerance_for,
+    zero_inputs,
+)
 
 F32 = tolerance_for(np.float32, rtol=1e-4, atol=1e-5)  # the per-element rule, as a user sets it
 

@@ -185,9 +185,9 @@ def test_runtime_compile_error_keeps_its_cell_line_diagnostics(worker):
 
 
 def test_one_input_set_serves_several_new_variants_then_is_redrawn(worker, tmp_path):
-    from jupyter_ktune.runner.execute import REDRAW_EVERY
-
     import glob
+
+    from jupyter_ktune.runner.execute import REDRAW_EVERY
     log = tmp_path / "calls"
 
     def counted_inputs():

@@ -178,7 +178,7 @@ class Breakdown:
         out: dict[str, dict[str, float]] = {}
         for role in dict.fromkeys(roles.tolist()):
             m = roles == role
-            units = len({(b, u) for b, u in zip(self.block[m], self.unit[m])}) or 1
+            units = len({(b, u) for b, u in zip(self.block[m], self.unit[m], strict=True)}) or 1
             out[role] = {s: float(self.duration_ns[m & (self.scope == s)].sum()) / units
                          for s in self.scopes}
         return out
@@ -255,7 +255,8 @@ class Breakdown:
         return sms, edges, busy / np.diff(edges)[None, :]
 
     def timeline(self, block: int | None = None) -> dict[str, np.ndarray]:
-        """Events of one block (default: the traced block with the longest span), for a lane plot."""
+        """Events of one block (default: the traced block with the longest span), for a lane
+        plot."""
         if not len(self):
             return {k: np.zeros(0) for k in ("scope", "unit", "start_ns", "end_ns")}
         if block is None:

@@ -60,7 +60,8 @@ CLOCK_UP_SHARE = 0.9
 def clock_is_up(clocks: Clocks | None) -> bool:
     """Whether a reading shows the SM clock at (about) its maximum, so timing needs no ramp-up
     warm-up; False when nothing was read (no NVML: warm up in full, as always)."""
-    return bool(clocks and clocks.sm_max_mhz and clocks.sm_mhz >= CLOCK_UP_SHARE * clocks.sm_max_mhz)
+    return bool(clocks and clocks.sm_max_mhz
+                and clocks.sm_mhz >= CLOCK_UP_SHARE * clocks.sm_max_mhz)
 
 
 def driver_version() -> str | None:

@@ -11,7 +11,8 @@ copies of them), so after the run each input is read back from the device with t
 variant's ``read_inputs(names) -> {name: host array}`` and compared bit for bit, one input at
 a time. A bound that keeps a pristine device copy of each input (uploaded once per input set,
 :mod:`jupyter_ktune.backends.uploads`) compares there instead, with
-``count_changed_inputs(names) -> {name: (changed, size)}``, and nothing crosses to the host. A name the kernel does not take (an
+``count_changed_inputs(names) -> {name: (changed, size)}``, and nothing crosses to the host. A name
+the kernel does not take (an
 array the inputs function returned for the reference only) is left out of the reply.
 
 **Guards.** A backend allocates each buffer with :func:`guard_layout`'s guard elements before and

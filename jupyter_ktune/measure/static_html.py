@@ -50,7 +50,8 @@ def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
     except ValueError as exc:
         return escape(str(exc))
     text = (f"{occ.occupancy:.0%}: {counted(occ.active_blocks_per_sm, 'block')} of "
-            f"{counted(rep.threads_per_block, 'thread')} per SM, limited by {occ.limiter.replace('_', ' ')}")
+            f"{counted(rep.threads_per_block, 'thread')} per SM, "
+            f"limited by {occ.limiter.replace('_', ' ')}")
     return _warn(text, occ.active_blocks_per_sm == 0)
 
 

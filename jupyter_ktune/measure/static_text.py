@@ -58,7 +58,8 @@ def _occupancy(rep: StaticReport, k: KernelStatic) -> str:
     if occ.active_blocks_per_sm == 0:
         return f"occupancy 0%: {occ.reason or 'the block does not fit on an SM'}"
     return (f"occupancy {occ.occupancy:.0%}: {counted(occ.active_blocks_per_sm, 'block')} of "
-            f"{counted(rep.threads_per_block, 'thread')} per SM, limited by {occ.limiter.replace('_', ' ')}")
+            f"{counted(rep.threads_per_block, 'thread')} per SM, "
+            f"limited by {occ.limiter.replace('_', ' ')}")
 
 
 def _mix(mix: SassMix | None, error: str) -> str:

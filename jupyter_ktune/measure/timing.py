@@ -16,7 +16,8 @@ Protocol (see ../shared/DESIGN.md, "How to measure"):
 4. Stop when the 95% confidence interval of the median is within ``rel_precision`` of it, or
    spans no more than one tick of the event clock (32 ns on the H200: a median is not located
    finer than the clock's quantum, and a microsecond kernel asked for 0.5 % ran to its budget),
-   or the time budget or run cap is spent; at least ``min_runs`` runs always. In a sweep (``race_ms``:
+   or the time budget or run cap is spent; at least ``min_runs`` runs always. In a sweep
+   (``race_ms``:
    the incumbent's median) also stop once the interval's lower end, less the event floor, is
    above the incumbent by ``race_margin``: that config is clearly slower, more runs would only
    make its losing time more precise (racing, issue 21).

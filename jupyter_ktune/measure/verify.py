@@ -118,7 +118,7 @@ def reference_outputs(reference_result: Any, outputs: Sequence[str],
     elif isinstance(reference_result, (tuple, list)) and len(outputs) > 1:
         if len(reference_result) != len(outputs):
             raise wrong(f"returned {len(reference_result)} values for {len(outputs)} outputs "
-                        f"{list(outputs)}", f"Return one value per output, in --out's order.")
+                        f"{list(outputs)}", "Return one value per output, in --out's order.")
         got = dict(zip(outputs, reference_result, strict=True))
     elif len(outputs) != 1:
         raise wrong(f"returned one value for outputs {list(outputs)}",

@@ -253,7 +253,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
                                       bytes=_work(spec, host_args, cxx, "bytes"))
         tick("time")
         if measurement is not None and measurement.timing.stages_ms:  # "time", stage by stage
-            phases_ms.update(phases.split_phase(phases_ms.pop("time"), measurement.timing.stages_ms))
+            phases_ms.update(phases.split_phase(phases_ms.pop("time"),
+                                               measurement.timing.stages_ms))
         status = Status.OK if verification is None or verification.passed else Status.WRONG
         reason = verification.summary() if verification else ""
         if reused:

@@ -1,7 +1,8 @@
 """The next random input set, drawn in a helper process while the device works on this one.
 
 A sweep draws fresh inputs every few variants (``execute.REDRAW_EVERY``). On the H200 host two
-4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: over a third of a warm 72-config sweep. Drawing
+4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: over a third of a warm 72-config sweep.
+Drawing
 them ahead on a thread of the worker would share its GIL with the timing loop: a NumPy call that
 holds the GIL for milliseconds between "record start event" and "launch" would put idle GPU time
 inside a timed run. So the set is drawn in a separate process and handed over in shared memory;

@@ -37,7 +37,6 @@ import numpy as np
 
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
 from jupyter_ktune.tune.store_schema import (
     INSERT,
     connect,
@@ -46,6 +45,7 @@ from jupyter_ktune.tune.store_schema import (
     open_store,
     unwritable,
 )
+from jupyter_ktune.tune.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
 from jupyter_ktune.tune.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
 from jupyter_ktune.tune.store_schema import StoreDamaged as StoreDamaged
 from jupyter_ktune.tune.store_schema import StoreError as StoreError

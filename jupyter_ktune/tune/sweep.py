@@ -39,18 +39,17 @@ from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tune.runners import (
     PRECOMPILED,
     DaskRunner,
-    compile_pool_size,
     LocalRunner,
+    compile_pool_size,
     launcher_ahead,
     precompile,
-    prepare_ahead,
     preload_pool,
+    prepare_ahead,
 )
 from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tune.static_limits import static_excess
-from jupyter_ktune.tune.timeline import SweepTimeline
 from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
-
+from jupyter_ktune.tune.timeline import SweepTimeline
 
 LAUNCHER_WAIT_S = 20.0  #: s the first run waits for the launcher task (a stuck one: the worker's)
 

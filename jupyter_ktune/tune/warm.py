@@ -1,7 +1,8 @@
 """Warm start after an edit: the previous version's ranking as the search order (issue 21).
 
 The store's key includes the source hash and the problem (inputs, reference, tolerances), so an
-edited kernel or a changed problem never reuses a stored timing (DESIGN.md, issue 34). A one-line edit rarely reorders the whole space, though: the configs that were
+edited kernel or a changed problem never reuses a stored timing (DESIGN.md, issue 34). A one-line
+edit rarely reorders the whole space, though: the configs that were
 fastest before are the likeliest to be fastest now. So a sweep of a kernel whose name and space
 match an earlier version in the store tries that version's best configs first (as a search
 order only; each is timed afresh), and the report says how the ranking moved.

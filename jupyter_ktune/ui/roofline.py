@@ -1,4 +1,5 @@
-"""(c) The roofline: the current variant's arithmetic intensity and rate under the device's ceilings.
+"""(c) The roofline: the current variant's arithmetic intensity and rate under the device's
+ceilings.
 
 The ceilings are the device's measured peaks (:mod:`jupyter_ktune.measure.ceilings`: a 1 GiB copy
 and an fp16 cuBLAS product), never below a figure the panel has shown as achieved: on the H200 a

@@ -48,6 +48,7 @@ from jupyter_ktune.backends.cuda.launch import (
     static_block,
     static_smem,
 )
+from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.pipeline import (
     PipelineVariant,
     kernels,
@@ -65,7 +66,6 @@ from jupyter_ktune.backends.cuda.source import (
     name_expression,
     parse_diagnostics,
 )
-from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.torch_interop import start_warming

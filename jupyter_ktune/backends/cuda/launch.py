@@ -278,7 +278,8 @@ class CudaBound:
         torch = warmed_torch()
         if torch is None:
             return {}
-        return {k: (from_cupy(torch, dev, dtype), dtype) for k, (dev, dtype) in self.outputs.items()}
+        return {k: (from_cupy(torch, dev, dtype), dtype)
+                for k, (dev, dtype) in self.outputs.items()}
 
     def to_device(self, value: np.ndarray) -> Any:
         """A host array as a torch tensor on this variant's GPU (for the reference)."""

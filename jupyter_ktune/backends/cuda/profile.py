@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.backends.cuda.archcubin import compile_with_nvcc, nvcc_runs
+from jupyter_ktune.backends.cuda.flags import nvrtc_flags
 from jupyter_ktune.backends.cuda.launch import CudaVariant
+from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.source import (
     cell_constants,
     device_source,
@@ -28,8 +30,6 @@ from jupyter_ktune.backends.cuda.source import (
     name_expression,
     parse_signature,
 )
-from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
-from jupyter_ktune.backends.cuda.flags import nvrtc_flags
 from jupyter_ktune.backends.cuda.templates import type_arguments
 from jupyter_ktune.measure.breakdown import Breakdown, pair_edges
 from jupyter_ktune.measure.clocks import read_clocks
@@ -214,7 +214,8 @@ def _pairs(tag: np.ndarray, is_end: np.ndarray, cyc: np.ndarray
             out_s.append(c[0::2])
             out_e.append(c[1::2])
             continue
-        pairs, unpaired = pair_edges([(int(t), bool(e), int(x)) for e, x in zip(ends, c)])
+        pairs, unpaired = pair_edges([(int(t), bool(e), int(x))
+                                      for e, x in zip(ends, c, strict=True)])
         left += unpaired
         out_t.append(np.array([p[0] for p in pairs], dtype=np.int64))
         out_s.append(np.array([p[1] for p in pairs], dtype=np.int64))

@@ -33,8 +33,8 @@ from jupyter_ktune.backends.cuda.templates import (
 )
 from jupyter_ktune.errors import CellError, Diagnostic
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tunable_values import COMPILER_CONTROLS
 from jupyter_ktune.toolchain import parse_diagnostics as compiler_diagnostics
+from jupyter_ktune.tunable_values import COMPILER_CONTROLS
 
 CELL_FILE = "cell"
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.problem_key import inputs_key
+from jupyter_ktune.spec import KernelSpec
 
 #: C++ element type for a NumPy dtype name (``ml_dtypes`` names for bfloat16 and fp8).
 CTYPE_OF_DTYPE = {

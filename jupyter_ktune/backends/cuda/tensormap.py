@@ -225,8 +225,8 @@ class LibcudaEncoder:
         u64, u32 = ctypes.c_uint64, ctypes.c_uint32
         out = (u64 * 16)()
         rank = args.rank
-        status = self._function()(out, ctypes.c_int(args.data_type), u32(rank), ctypes.c_void_p(address),
-                          (u64 * rank)(*args.global_dim),
+        status = self._function()(out, ctypes.c_int(args.data_type), u32(rank),
+                          ctypes.c_void_p(address), (u64 * rank)(*args.global_dim),
                           (u64 * max(rank - 1, 1))(*args.global_strides),
                           (u32 * rank)(*args.box_dim), (u32 * rank)(*args.element_strides),
                           ctypes.c_int(args.interleave), ctypes.c_int(args.swizzle),

@@ -84,9 +84,9 @@ from jupyter_ktune.backends.pallas.profile import mosaic_lowering, profile_palla
 from jupyter_ktune.backends.pallas.timing import PallasStatic, host_timer, make_gpu_timer
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
+from jupyter_ktune.requirements import missing_reason
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.requirements import missing_reason
 from jupyter_ktune.variant_key import variant_key
 
 

@@ -31,31 +31,30 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
-
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
+from jupyter_ktune.backends.torch_interop import start_warming
+from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
+from jupyter_ktune.backends.triton.config_arguments import (
+    DescriptorPlaceholder,
+    is_descriptor,
+    not_a_descriptor,
+)
 from jupyter_ktune.backends.triton.decorators import apply_heuristics, param_default, unwrap
+from jupyter_ktune.backends.triton.describe import expand as expand_autotune
+from jupyter_ktune.backends.triton.describe import module_source, read_autotune
 from jupyter_ktune.backends.triton.given import as_constexpr
+from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.interpreter import (
     asks_for_target,
     bind_libdevice,
     install_target_driver,
     patch_float_scalars,
 )
-from jupyter_ktune.backends.triton.describe import expand as expand_autotune
-from jupyter_ktune.backends.triton.describe import module_source, read_autotune
-from jupyter_ktune.backends.triton.helpers import notebook_helpers
-from jupyter_ktune.backends.triton.config_arguments import (
-    DescriptorPlaceholder,
-    is_descriptor,
-    not_a_descriptor,
-)
-from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton.jit_warm import ArrayPlaceholder, warm_cache_key
 from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
-from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
     ensure_allocator,
@@ -63,16 +62,16 @@ from jupyter_ktune.backends.triton.module import (
     load_module,
     patch_interpreter_dot,
 )
+from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
-from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.compiler_controls import with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
 from jupyter_ktune.problem_key import inputs_key
-from jupyter_ktune.space import Config
 from jupyter_ktune.requirements import missing_from, missing_reason
+from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.user_code import call_user
 

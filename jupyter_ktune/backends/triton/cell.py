@@ -12,11 +12,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jupyter_ktune.backends.triton.params import check_values, param_kinds
 from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.tunable_values import NOT_FOR_KERNEL
-from jupyter_ktune.backends.triton.params import check_values, param_kinds
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tunable_values import NOT_FOR_KERNEL
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 

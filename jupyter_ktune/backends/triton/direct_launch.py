@@ -56,7 +56,8 @@ def _bf16_bits(value: float) -> int:
 
 
 def _pointer(value: Any) -> int:
-    """A pointer argument as the launcher's ``getPointer`` reads it: an int, None or ``data_ptr()``."""
+    """A pointer argument as the launcher's ``getPointer`` reads it: an int, None or
+    ``data_ptr()``."""
     if value is None:
         return 0
     if isinstance(value, int):

@@ -23,8 +23,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV  # noqa: F401 - re-exported
-from jupyter_ktune.backends.base import LAUNCHER_AHEAD_ENV
+from jupyter_ktune.backends.base import (
+    COMPILE_ONLY_ENV,  # noqa: F401 - re-exported
+    LAUNCHER_AHEAD_ENV,
+)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from jupyter_ktune.backends.torch_interop import (
     to_numpy,
     to_torch,
 )
+from jupyter_ktune.backends.triton import direct_launch
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, TritonSignature
 from jupyter_ktune.backends.triton.config_arguments import (
     block_shape,
@@ -31,7 +32,6 @@ from jupyter_ktune.backends.triton.config_arguments import (
     rebind,
     sized_output,
 )
-from jupyter_ktune.backends.triton import direct_launch
 from jupyter_ktune.backends.triton.decorators import Hooks, apply_heuristics, unwrap
 from jupyter_ktune.backends.triton.given import (
     NOT_PASSABLE,

@@ -9,7 +9,8 @@ kernel's signature after specialisation (argument types; constexpr values are no
 which the JIT knows before it compiles. So one pool task runs the JIT's binder for the first
 config, stops it at the compile call, and builds the launcher from that source while other
 pool processes compile; the sweep's first run waits for this task, and the compile tasks skip
-their own build (``backends.base.LAUNCHER_AHEAD_ENV``). Newer Tritons launch through one generic launcher:
+their own build (``backends.base.LAUNCHER_AHEAD_ENV``). Newer Tritons launch through one generic
+launcher:
 there is nothing to build, and this reports False, as for a kernel with tensor descriptors
 (their launcher also needs the compiled metadata).
 """

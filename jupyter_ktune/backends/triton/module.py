@@ -13,7 +13,6 @@ import os
 import sys
 import threading
 import types
-from pathlib import Path
 from typing import Any
 
 import numpy as np

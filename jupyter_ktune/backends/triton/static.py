@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_ktune.backends.triton.given import not_an_argument
 from jupyter_ktune.backends.triton.interpreter import asks_for_target, install_target_driver
 from jupyter_ktune.backends.triton.jit_warm import (
     COMPILE_ONLY_ENV,
@@ -33,7 +34,6 @@ from jupyter_ktune.backends.triton.jit_warm import (
     arch_number,
     warm_compile,
 )
-from jupyter_ktune.backends.triton.given import not_an_argument
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
@@ -178,12 +178,12 @@ def aot_compile(fn: Any, types: Mapping[str, str], constexprs: Mapping[str, Any]
     ``types`` maps every runtime parameter to its Triton type, ``constexprs`` every constexpr
     parameter to its value, ``aligned`` names the 16-divisible arguments.
     """
+    import inspect
+
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
-
-    import inspect
 
     while not inspect.isfunction(getattr(fn, "fn", None)):  # @autotune / @heuristics / libs'
         fn = fn.fn
