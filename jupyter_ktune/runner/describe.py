@@ -23,6 +23,7 @@ from typing import Any
 
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.tune.pool_warm import start_pool_at_parse
 
 DESCRIBE_TIMEOUT_S = 300.0  # a package's first import from a cold disk, a slow file system
 MODULE_PHASE = "kernel module import"  # the describe request: the cell's module in the worker
@@ -44,8 +45,9 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
         worker = get_worker()
     waits, t0 = len(worker.ready_waits_s), time.perf_counter()
     try:
-        worker.device(spec.backend)
+        device = worker.device(spec.backend)
         t1 = time.perf_counter()
+        start_pool_at_parse(spec, device)  # the pool imports the module beside the worker
         # the cell without the user's functions: the worker unpickles no inputs() at parse
         bare = replace(spec, inputs=None, reference=None, compare=None)
         kind, value = worker.request(("describe", bare), timeout)

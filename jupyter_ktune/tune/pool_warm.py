@@ -63,6 +63,31 @@ def read_hints(future: Future | None) -> Any:
         return None
 
 
+def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
+    """Start the compile pool while the device worker still reads the cell's module at parse
+    (:mod:`jupyter_ktune.runner.describe`), and have its processes import that module too.
+
+    Once the worker imported the kernel's package at parse, the first result came 3-4 s after
+    the pool started, and each pool process then paid the same import (fla, liger: 7-9 s on a
+    cold H200 process), so Autotune's first result waited 7.2-11.8 s after the press (run
+    first_minute/2026-12-04-1554). Started here, the imports run beside the worker's. The
+    argument types are not read yet: the spec's space is not complete before the describe
+    answers; :func:`warm_pool` sends that task with the complete spec."""
+    pool = _pool_for(spec, device)
+    if pool is not None:
+        preload_pool(pool, spec)
+    return pool
+
+
+def _pool_for(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
+    if not getattr(device, "available", False) or device.compute_capability is None:
+        return None
+    with warnings.catch_warnings():  # an unguarded script gets its warning from tune() itself
+        warnings.simplefilter("ignore", main_guard.UnguardedScriptWarning)
+        n = compile_pool_size(spec.backend, None, 1)
+    return shared_pool(n, spec.backend) if n else None
+
+
 def warm_pool(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
     """Start the compile pool a sweep of ``spec`` will use, now, in the background: its
     processes import the compiler and the cell's module, and one reads the argument types
@@ -71,14 +96,9 @@ def warm_pool(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
     result came 5.5-6.1 s after the press, most of it the pool's start). Only where a device
     runs the variants: on a CPU machine the pool would take the cores the interpreter needs.
     Returns the pool (None: no pool for this backend or here)."""
-    if not getattr(device, "available", False) or device.compute_capability is None:
+    pool = _pool_for(spec, device)
+    if pool is None:
         return None
-    with warnings.catch_warnings():  # an unguarded script gets its warning from tune() itself
-        warnings.simplefilter("ignore", main_guard.UnguardedScriptWarning)
-        n = compile_pool_size(spec.backend, None, 1)
-    if n == 0:
-        return None
-    pool = shared_pool(n, spec.backend)
     hints_for(pool, spec)
     preload_pool(pool, spec)
     return pool

@@ -286,9 +286,10 @@ class TritonBackend:
         types are not read here: one process of the pool reads them (:meth:`pool_hints`) and
         every compile receives them, instead of each process calling ``inputs()`` (on the
         H200, 15 processes each drawing a 4096^2 matmul's inputs summed 6.8 s, issue 33)."""
-        check_cell(spec)
-        self.module(spec)
+        self.module(spec)  # first: a spec sent at parse has no autotune tunables yet
         import triton.compiler  # noqa: F401 - the compiler's own first import
+
+        check_cell(spec)
 
     def pool_hints(self, spec: KernelSpec) -> Any:
         """What every compile of ``spec`` shares and costs one ``inputs()`` call to learn:

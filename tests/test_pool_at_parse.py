@@ -1,0 +1,66 @@
+"""The compile pool starts at parse, beside the device worker's import of the cell's module.
+
+Once the worker read a Triton cell's ``@triton.autotune`` list at parse (importing the kernel's
+package there), the pool started only 3-4 s before the first result, and its processes' own
+import of the package (7-9 s for fla or liger on the H200) held Autotune's first result back
+7.2-11.8 s after the press (bench/results/first_minute/2026-12-04-1554). The pool's processes
+now import the module while the worker does; a machine without a GPU starts no pool.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from jupyter_ktune.runner import describe
+from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.tune import pool_warm
+
+CELL = """# ktune: BLOCK in [32, 64]
+# ktune: grid = lambda META: (triton.cdiv(n, META['BLOCK']),)
+@triton.jit
+def double(x, y, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, 2.0 * tl.load(x + o, mask=o < n), mask=o < n)
+"""
+
+
+class Worker:
+    """A device worker that logs what it is asked, in order."""
+
+    def __init__(self, events: list, capability: tuple | None) -> None:
+        self.events, self.capability, self.ready_waits_s = events, capability, []
+
+    def device(self, backend: str) -> SimpleNamespace:
+        self.events.append("device")
+        return SimpleNamespace(available=True, compute_capability=self.capability)
+
+    def request(self, message: tuple, timeout: float) -> tuple:
+        self.events.append(message[0])
+        return "ok", {}
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list:
+    log: list = []
+    monkeypatch.setattr(pool_warm, "compile_pool_size", lambda *a: 4)
+    monkeypatch.setattr(pool_warm, "shared_pool", lambda n, backend: ("pool", n, backend))
+    monkeypatch.setattr(pool_warm, "preload_pool",
+                        lambda pool, spec: log.append(("preload", pool, spec.name)))
+    monkeypatch.setattr(pool_warm, "hints_for", lambda pool, spec: log.append("hints"))
+    return log
+
+
+def test_the_pool_imports_the_module_before_the_worker_reads_the_autotune_list(events):
+    spec = parse_cell("double --backend triton", CELL, {})
+    describe.describe_in_worker(spec, Worker(events, (9, 0)))
+    assert events == ["device", ("preload", ("pool", 4, "triton"), "double"), "describe"]
+    # the argument types need the complete space: not read at parse
+    assert "hints" not in events
+
+
+def test_no_pool_where_no_gpu_runs_the_variants(events):
+    spec = parse_cell("double --backend triton", CELL, {})
+    describe.describe_in_worker(spec, Worker(events, None))
+    assert events == ["device", "describe"]
