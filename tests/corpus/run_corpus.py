@@ -62,18 +62,28 @@ def toolchain_versions() -> dict[str, str]:
     return out
 
 
-def run(ids: list[str] | None = None, worker=None) -> list:
-    """Run the entries (all, or ``ids``) and return their Outcomes, in table order."""
+def run(ids: list[str] | None = None, worker=None, each=None) -> list:
+    """Run the entries (all, or ``ids``) and return their Outcomes, in table order; ``each``
+    is called with the outcomes so far after every entry (a device call cut short keeps them)."""
     from corpus.entries import BY_ID, ENTRIES
     from corpus.harness import run_entry
 
     chosen = [BY_ID[i] for i in ids] if ids else ENTRIES
+
+    def over(w) -> list:
+        done: list = []
+        for e in chosen:
+            done.append(run_entry(e, w))
+            if each is not None:
+                each(done)
+        return done
+
     if worker is not None:
-        return [run_entry(e, worker) for e in chosen]
+        return over(worker)
     from jupyter_ktune.runner.client import DeviceWorker
 
     with DeviceWorker() as w:
-        return [run_entry(e, w) for e in chosen]
+        return over(w)
 
 
 def _said(o) -> str:
@@ -130,13 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         print(markdown(from_json(args.from_json), h200))
         return 0
-    outcomes = run(args.only.split(",") if args.only else None)
-    for o in outcomes:
+
+    def each(done: list) -> None:
+        o = done[-1]
         print(f"{o.id:28} {o.status:16} changed={o.changed} {o.reason[:150]}", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"versions": toolchain_versions(),
-                                         "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"versions": toolchain_versions(),
+                                             "outcomes": [asdict(o) for o in done]}, indent=1))
+
+    outcomes = run(args.only.split(",") if args.only else None, each=each)
     if args.markdown:
         h200 = from_json(args.h200) if args.h200 and args.h200.exists() else None
         print(markdown(outcomes, h200))
