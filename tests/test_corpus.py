@@ -31,7 +31,8 @@ def _corpus_environment():
 # id -> words of the recorded failure ("status: reason"), from the survey of docs/corpus.md
 KNOWN_FAILING = {
     "tokamax-glu": "'TypedInt' object has no attribute 'shape'",
-    "cute-sgemm-1": "template type ProblemShape of gemm_device has no type",
+    "cute-sgemm-1": "template type ProblemShape of gemm_device is the type of parameter "
+                    "shape_MNK, passed by value",
     # torchao 0.18's int8 GEMM uses tl.make_block_ptr, which Triton 3.9 removed
     "torchao-int-mm": "Block pointers have been removed",
 }

@@ -219,10 +219,10 @@ def gpu(cc="9.0", kind="NVIDIA H200", cores=132):
 
 def test_detect_target_from_device_lists():
     h200 = detect_target([gpu()])
-    assert h200.platform == "gpu" and h200.offers == ("triton", "mosaic_gpu")
+    assert h200.platform == "gpu" and h200.offers == ("triton", "mosaic_gpu", "interpret")
     assert h200.compute_capability == "9.0" and h200.sm_count == 132
     a100 = detect_target([gpu("8.0", "NVIDIA A100", 108)])
-    assert a100.offers == ("triton",)
+    assert a100.offers == ("triton", "interpret")
     tpu = detect_target([SimpleNamespace(platform="tpu", device_kind="TPU v5 lite")])
     assert tpu.platform == "tpu" and tpu.offers == ("tpu",)
     cpu = detect_target([SimpleNamespace(platform="cpu", device_kind="cpu")])
@@ -240,6 +240,33 @@ def test_lowering_choice_follows_the_cell_then_the_device():
         choose_lowering(["mosaic_gpu"], a100)
     with pytest.raises(CannotRun, match="needs a TPU"):
         choose_lowering(["tpu"], cpu)
+    # a TPU kernel is checked on a GPU machine in interpret mode, never under Triton
+    assert choose_lowering(["tpu", "interpret"], h200) == "interpret"
+    assert choose_lowering(DEFAULT_LOWERINGS, a100) == "triton"
+
+
+def test_a_mosaic_tpu_kernel_without_lowerings_fails_under_triton_with_its_import_line():
+    """On the H200 a published Mosaic TPU matmul (PrefetchScalarGridSpec, a VMEM scratch) ran
+    under Pallas' Triton lowering and died in JAX with "assert rule is not None"
+    (bench/results/corpus_h200): the failure now names the pltpu import and the LOWERINGS line."""
+    import ast
+
+    from jupyter_ktune.backends.pallas.cell import native_lowering, without_lowerings, written_for
+    from jupyter_ktune.errors import CompileFailure
+
+    src = ("import jax\nfrom jax.experimental import pallas as pl\n"
+           "from jax.experimental.pallas import tpu as pltpu\ndef matmul(bm): pass\n")
+    found = written_for(ast.parse(src))
+    assert found is not None and found[0] == 3 and native_lowering(found) == "tpu"
+    said = without_lowerings(CompileFailure("pallas", "AssertionError: assert rule is not None"),
+                             found, "triton")
+    d = said.diagnostics[0]
+    assert d.line == 3 and "Mosaic TPU kernel (it imports pltpu)" in d.message
+    assert "assert rule is not None" in d.message
+    assert "LOWERINGS = ['tpu', 'interpret']" in d.message
+    assert written_for(ast.parse("LOWERINGS = ['tpu']\n" + src)) is None
+    gpu_cell = "from jax.experimental.pallas import mosaic_gpu as plgpu\n"
+    assert native_lowering(written_for(ast.parse(gpu_cell))) == "mosaic_gpu"
 
 
 def _backend_on(devices):
@@ -259,7 +286,7 @@ def _backend_on(devices):
 
 def test_backend_detection_with_a_monkeypatched_device_list(worker):
     target, info, _ = worker.call(_backend_on, [gpu()])
-    assert target.offers == ("triton", "mosaic_gpu")
+    assert target.offers == ("triton", "mosaic_gpu", "interpret")
     assert info.available and info.name == "NVIDIA H200" and info.compute_capability == "9.0"
     assert info.limits == {"SM_COUNT": 132}
     target, info, timer = worker.call(

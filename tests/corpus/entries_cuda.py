@@ -117,9 +117,11 @@ CUDA = [
           f"{UTIL}/device_nhwc_pooling.h:pooling_nhwc_element1_kernel",
           "bool template parameter (IS_AVG_POOLING) with a type parameter", pool_inputs,
           pool_reference, _NORM,
+          # the launch of the header's own host code: grid(N, output_H, output_W),
+          # block(min(C, 256)) (a flat grid wrote past the output on the H200)
           f"{INCLUDES}\n// ktune: IS_AVG_POOLING in [1]; "
-          "grid = cdiv(N * output_H * output_W * C, 256); "
-          "block = 256", take=("imports",), setup=_CUTLASS),
+          "grid = (N, output_H, output_W); block = min(C, 256)",
+          take=("imports",), setup=_CUTLASS),
     Entry("cute-sgemm-1", "cuda", CUT, f"{TUTORIAL}/sgemm_1.cu:gemm_device",
           "CuTe tutorial GEMM: template over shapes, strides and layouts (typename params), "
           "__launch_bounds__ from a template expression", sgemm_inputs, sgemm_reference,

@@ -135,6 +135,7 @@ def matmul_reference(x, y_in, **_):
 
 
 _MATMUL = '''
+LOWERINGS = ["tpu", "interpret"]  # written for a TPU; elsewhere interpret mode, host time
 def jax_tpu_matmul(bm, bn, bk):
     def run(x, y_in):
         return matmul(x, y_in, block_shape=(bm, bn), block_k=bk)

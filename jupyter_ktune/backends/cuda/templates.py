@@ -96,6 +96,17 @@ def type_arguments(spec: KernelSpec, sig: Any,
         if t in sig.template_defaults:
             out[t] = sig.template_defaults[t]
             continue
+        by_value = [p.name for p in sig.params if not p.pointer and p.ctype == t]
+        if by_value and not users:  # a number, or a class (a CuTe shape, stride, layout)
+            raise CellError(f"template type {t} of {spec.name} is the type of parameter "
+                            f"{by_value[0]}, passed by value, and nothing gives it: the inputs "
+                            "give arrays and scalars, which cannot build a class (a CuTe "
+                            "shape, stride or layout; the static report can build it)",
+                            line=sig.template_line,
+                            fix=f"If {t} is a number, give it: // ktune: {t} = float. If it "
+                                "is a class, launch the kernel from a __global__ wrapper in "
+                                f"the cell that takes pointers and ints and builds the {t}, "
+                                "and name the wrapper on the magic line.")
         whence = (f"the inputs give no array for {', '.join(users)}" if users
                   else f"no kernel parameter is a {t}*")
         raise CellError(f"template type {t} of {spec.name} has no type ({whence})",

@@ -74,10 +74,11 @@ from jupyter_ktune.backends.pallas.cell import (
     detect_target,
     failure_at,
     load_cell,
-    mosaic_gpu_import,
+    native_lowering,
     parse_cell_source,
     takes_arrays,
     without_lowerings,
+    written_for,
 )
 from jupyter_ktune.backends.pallas.launch import PallasVariant
 from jupyter_ktune.backends.pallas.profile import mosaic_lowering, profile_pallas
@@ -177,10 +178,10 @@ class PallasBackend:
         try:
             return self._build_with(spec, config, lowering)
         except CompileFailure as exc:
-            line = mosaic_gpu_import(tree)
-            if line is None or lowering == "mosaic_gpu":
+            found = written_for(tree)
+            if found is None or lowering == native_lowering(found):
                 raise
-            raise without_lowerings(exc, line, lowering) from None
+            raise without_lowerings(exc, found, lowering) from None
 
     def _build_with(self, spec: KernelSpec, config: Config, lowering: str) -> PallasVariant:
         module = load_cell(spec, lowering)

@@ -47,7 +47,7 @@ def detect_target(devices: Sequence[Any]) -> Target:
     Examples
     --------
     >>> detect_target(jax.devices())  # doctest: +SKIP
-    Target(platform='gpu', name='NVIDIA H200', offers=('triton', 'mosaic_gpu'), ...)
+    Target(platform='gpu', name='NVIDIA H200', offers=('triton', 'mosaic_gpu', 'interpret'), ...)
     """
     if not devices:
         return Target("cpu", "no JAX device", ("interpret",))
@@ -57,7 +57,9 @@ def detect_target(devices: Sequence[Any]) -> Target:
     if platform in ("gpu", "cuda", "rocm"):
         cc = getattr(dev, "compute_capability", None)
         major = int(str(cc).split(".")[0]) if cc else 0
-        offers = ("triton", "mosaic_gpu") if major >= 9 else ("triton",)
+        # interpret mode last: a cell written for a TPU (LOWERINGS = ['tpu', 'interpret']) is
+        # checked on a GPU machine too, by the host clock
+        offers = ("triton", "mosaic_gpu", "interpret") if major >= 9 else ("triton", "interpret")
         cores = getattr(dev, "core_count", None)
         return Target("gpu", kind, offers, str(cc) if cc else None,
                       int(cores) if isinstance(cores, int) else None)
@@ -100,10 +102,21 @@ def choose_lowering(wanted: Sequence[str], target: Target) -> str:
     raise CannotRun(f"[ktune] this cell needs {_NEEDS[wanted[0]]}; this machine has {here}")
 
 
-def mosaic_gpu_import(tree: ast.Module) -> int | None:
-    """The cell line that imports Pallas' Mosaic GPU (``plgpu``) in a cell that names no
-    ``LOWERINGS``, or None: such a cell's kernel runs under the default lowerings (interpret
-    mode on a CPU, Triton on a GPU), which cannot run it."""
+#: the Pallas module a cell imports -> (what it writes, the LOWERINGS line that runs it)
+_WRITTEN_FOR = {
+    "pallas.mosaic_gpu": ("a Mosaic GPU kernel (it imports plgpu)", "mosaic_gpu",
+                          "LOWERINGS = ['mosaic_gpu']  (it then runs on a Hopper GPU and says "
+                          "so elsewhere)"),
+    "pallas.tpu": ("a Mosaic TPU kernel (it imports pltpu)", "tpu",
+                   "LOWERINGS = ['tpu', 'interpret']  (a TPU runs it; elsewhere it runs in "
+                   "interpret mode, timed by the host clock)"),
+}
+
+
+def written_for(tree: ast.Module) -> tuple[int, str] | None:
+    """(cell line, Pallas module) of a cell that imports Pallas' Mosaic GPU (``plgpu``) or
+    Mosaic TPU (``pltpu``) and names no ``LOWERINGS``, or None: such a cell's kernel runs under
+    the default lowerings (interpret mode on a CPU, Triton on a GPU), which may not run it."""
     if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "LOWERINGS"
                                              for t in n.targets) for n in tree.body):
         return None
@@ -111,21 +124,28 @@ def mosaic_gpu_import(tree: ast.Module) -> int | None:
         names = ([f"{node.module}.{a.name}" for a in node.names]
                  if isinstance(node, ast.ImportFrom) and node.module
                  else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-        if any("pallas.mosaic_gpu" in n for n in names):
-            return node.lineno
+        for module in _WRITTEN_FOR:
+            if any(module in n for n in names):
+                return node.lineno, module
     return None
 
 
-def without_lowerings(exc: CompileFailure, line: int, lowering: str) -> CompileFailure:
-    """A Mosaic GPU cell's failure under another lowering, said as the missing ``LOWERINGS``
-    (JAX's own words, e.g. "run_scoped interpret rule does not support collective axes", do
-    not say it)."""
+def without_lowerings(exc: CompileFailure, found: tuple[int, str],
+                      lowering: str) -> CompileFailure:
+    """A Mosaic GPU or Mosaic TPU cell's failure under another lowering, said as the missing
+    ``LOWERINGS`` (JAX's own words, e.g. "run_scoped interpret rule does not support collective
+    axes" or "assert rule is not None", do not say it)."""
+    line, module = found
+    what, _, fix = _WRITTEN_FOR[module]
     said = exc.diagnostics[0].message if exc.diagnostics else exc.log.strip()
     first = (said.splitlines() or [""])[0][:300]
-    return failure_at(line, f"this cell writes a Mosaic GPU kernel (it imports plgpu) and names "
-                            f"no LOWERINGS, so it ran under '{lowering}' and failed ({first})",
-                      "Add the line: LOWERINGS = ['mosaic_gpu']  (it then runs on a Hopper "
-                      "GPU and says so elsewhere)")
+    return failure_at(line, f"this cell writes {what} and names no LOWERINGS, so it ran under "
+                            f"'{lowering}' and failed ({first})", f"Add the line: {fix}")
+
+
+def native_lowering(found: tuple[int, str]) -> str:
+    """The lowering a cell found by :func:`written_for` is written for."""
+    return _WRITTEN_FOR[found[1]][1]
 
 
 def failure_at(line: int | None, message: str, fix: str = "") -> CompileFailure:
