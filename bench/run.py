@@ -6,7 +6,8 @@ deadline (default 560 s after the runner starts, the wheel install included), an
 one's results as ``<benchmark>/<date>/`` (the layout of ``bench/results/``) into a staging folder:
 
 - ``command.txt``: the exact command, its working folder, the variables set, the cap;
-- ``env.txt``: ``nvidia-smi -L``, the versions of triton/torch/jax/cupy, nproc, the date;
+  after it, under ``# environment``, ``nvidia-smi -L``, the versions of triton/torch/jax/cupy,
+  nproc, the date and the commit (one file less per run: bench/results is capped in files);
 - ``raw_output.txt``: stdout and stderr together, written to the file (never through a pipe,
   which a killed step would take its output with);
 - whatever the script writes into ``{out}`` (its own folder; ``$OUT`` is set to it as well).
@@ -41,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GRACE_S = 5  # SIGTERM first, SIGKILL this much later (as ``timeout -k 5``)
 TIMED_OUT = 124  # the exit status ``timeout`` gives a command stopped at its cap
+ENVIRONMENT = "# environment"  # command.txt's second part: the machine (:func:`environment`)
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ for want in ("triton", "torch", "jax", "jaxlib", "cupy"):
 
 
 def environment(env: dict[str, str]) -> str:
-    """The machine as the benchmarks see it (env.txt)."""
+    """The machine as the benchmarks see it (command.txt's ``# environment`` part)."""
     def out(cmd: list[str]) -> str:
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
@@ -310,7 +312,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, help="where results.tgz and run.log go (the device $OUT)")
     ap.add_argument("--list", action="store_true", help="print the registry and exit")
     ap.add_argument("--dry-run", action="store_true",
-                    help="write the layout (command.txt, env.txt) and pack it; run nothing")
+                    help="write the layout (command.txt, raw_output.txt) and pack it; run nothing")
     ap.add_argument("--deadline", type=float, default=560.0,
                     help="seconds after the start by which every benchmark has ended")
     ap.add_argument("--min-left", type=float, default=15.0,
@@ -388,8 +390,8 @@ def run_all(opts: argparse.Namespace, registry: dict[str, Bench],
         (folder / "command.txt").write_text(
             f"cd {ROOT}\nOUT={folder} PYTHONPATH={env['PYTHONPATH']} {shlex.join(argv)}\n"
             f"# cap {cap_used:.0f} s (asked {cap:.0f} s, {left:.0f} s left before the deadline); "
-            f"{{out}} and $OUT are this folder\n# runner: {runner}\n")
-        (folder / "env.txt").write_text(env_text)
+            f"{{out}} and $OUT are this folder\n# runner: {runner}\n"
+            f"{ENVIRONMENT}\n{env_text}\n")
         t = time.monotonic()
         if opts.dry_run:
             (folder / "raw_output.txt").write_text("dry run: not executed\n")

@@ -48,11 +48,11 @@ def test_each_benchmark_gets_its_cap_its_folder_and_the_tarball(tmp_path, fakes,
     assert rc == 1  # slow timed out and fail exited 3
     folder = tmp_path / "stage" / "ok" / STAMP
     assert sorted(p.name for p in folder.iterdir()) == [
-        "command.txt", "env.txt", "raw_output.txt", "result.json"]
+        "command.txt", "raw_output.txt", "result.json"]
     assert "hello from ok" in (folder / "raw_output.txt").read_text()
     command = (folder / "command.txt").read_text()
     assert f"{tmp_path / 'ok.py'} {folder}" in command and "cap 30 s" in command
-    env = (folder / "env.txt").read_text()
+    env = command.split("# environment\n", 1)[1]
     for key in ("date:", "nvidia-smi -L:", "nproc:", "triton:", "torch:", "jax:", "cupy:"):
         assert key in env, key
     slow = (tmp_path / "stage" / "slow" / STAMP / "raw_output.txt").read_text()
@@ -127,4 +127,4 @@ def test_dry_run_of_the_real_registry_writes_the_layout(tmp_path):
     stage = tmp_path / "stage"
     assert "cap 90 s" in (stage / "fault_injection" / STAMP / "command.txt").read_text()
     with tarfile.open(tmp_path / "out" / "results.tgz") as tar:
-        assert f"fault_injection/{STAMP}/env.txt" in tar.getnames()
+        assert f"fault_injection/{STAMP}/command.txt" in tar.getnames()
