@@ -12,7 +12,7 @@
  */
 import type { JupyterFrontEnd } from '@jupyterlab/application';
 import type { Message } from '@lumino/messaging';
-import { Panel, Widget } from '@lumino/widgets';
+import { Panel, SplitPanel, Widget } from '@lumino/widgets';
 
 /** The part of an ipywidgets model the dock reads and writes. */
 export interface IRootModel {
@@ -34,6 +34,47 @@ export function dockArea(app: JupyterFrontEnd): 'split' | 'right' | string {
     return 'right'; // Notebook 7: its main area holds one document; the right side panel
   }
   return 'this application has no area beside the notebook to dock the panel into';
+}
+
+/** The width a docked panel needs so that its sliders, buttons and tabs are not cut. */
+export const DOCK_MIN_PX = 560;
+
+/**
+ * The side panel's share of the horizontal split that holds it, widened to `DOCK_MIN_PX` (at
+ * most 60 % of the split): Notebook 7 opens its right side panel at 1 / 3.5 of the window,
+ * ~280 px at 1280, where the docked panel's sliders, buttons and tabs were cut at the right
+ * edge. Found by walking up from the dock to the first horizontal split panel; the other
+ * panes keep their pixel widths and the notebook takes the rest.
+ */
+export function widenSidePanel(dock: Widget): void {
+  let child: Widget | null = dock;
+  let split: any = dock.parent;
+  while (split && !(split instanceof SplitPanel && split.orientation === 'horizontal')) {
+    child = split;
+    split = split.parent;
+  }
+  if (!split || !child) {
+    return;
+  }
+  const total = split.node.clientWidth;
+  const widths = split.widgets.map((w: Widget) => (w.isHidden ? 0 : w.node.offsetWidth));
+  const at = split.widgets.indexOf(child);
+  const want = Math.min(Math.max(DOCK_MIN_PX, widths[at]), Math.round(total * 0.6));
+  if (total <= 0 || at < 0 || widths[at] >= want) {
+    return;
+  }
+  let main = -1; // the widest other pane (the notebook) gives the width
+  widths.forEach((w: number, i: number) => {
+    if (i !== at && (main < 0 || w > widths[main])) {
+      main = i;
+    }
+  });
+  if (main < 0) {
+    return;
+  }
+  widths[main] = Math.max(widths[main] - (want - widths[at]), 1);
+  widths[at] = want;
+  split.setRelativeSizes(widths);
 }
 
 /** One dock per panel model, whichever output of it docked first. */
@@ -115,6 +156,7 @@ export class Docking {
       this._app.shell.add(dock, 'right', { rank: 0 });
       (this._app.shell as any).expandRight?.();
       this._app.shell.activateById(dock.id);
+      widenSidePanel(dock);
     }
   }
 

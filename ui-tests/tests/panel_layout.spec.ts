@@ -178,6 +178,20 @@ test('Notebook 7: compact at 1280x800, and Dock puts the panel in the right side
   await settled(nb7);
   await nb7.waitForTimeout(1000);
   await nb7.screenshot({ path: `${SHOTS}/panel-docked-notebook7.png` });
+  // the right side panel opened at ~280 px and cut the sliders, buttons and tabs: now it is
+  // widened for the panel, and what the user needs ends inside it
+  const dockBox = (await dock.boundingBox())!;
+  console.log(`Notebook 7 dock: ${Math.round(dockBox.width)} px wide`);
+  expect(dockBox.width).toBeGreaterThanOrEqual(520);
+  const right = dockBox.x + dockBox.width + 1;
+  for (const item of [
+    dock.locator('button', { hasText: 'Autotune' }).first(),
+    dock.locator('button', { hasText: 'Stop' }).first(),
+    dock.locator('.lm-TabBar-tab').last()
+  ]) {
+    const b = (await item.boundingBox())!;
+    expect(b.x + b.width).toBeLessThanOrEqual(right);
+  }
   await dock.locator('button', { hasText: 'Undock' }).click();
   await expect(nb7.locator('.jp-ktune-dock')).toHaveCount(0);
   await expect(nb7.locator('.jp-Notebook .ktune-panel')).toBeVisible();
@@ -198,4 +212,48 @@ test('a failed cell shows its reason where the plots were, and Autotune says why
   await expect(autotune).toHaveAttribute('title', /compiled/);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
   await page.screenshot({ path: `${SHOTS}/panel-failed-cell-lab.png` });
+});
+
+test('Pin, then a slider move: the Compare tab shows both configs, their overlaid runs and the ratio, in host time on the CPU', async ({
+  page,
+  tmpPath
+}) => {
+  await runFixture(page, tmpPath, 'panel_fixture.ipynb');
+  const panel = page.locator('.jp-ktune-panel').first();
+  await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=128', { timeout: 60000 });
+  await panel.locator('button', { hasText: /^\s*Pin\s*$/ }).click();
+  await expect(panel.locator('button', { hasText: 'Re-pin' })).toBeVisible();
+  await moveSlider(page, panel, 'BLOCK');
+  await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
+  await settled(page);
+  await tab(panel, 'Compare').click();
+  const status = panel.locator('.ktune-compare-status');
+  await expect(status).toContainText('A (pinned)');
+  await expect(status.locator('code').first()).toContainText('BLOCK=128');
+  await expect(status.locator('code').nth(1)).toContainText('BLOCK=256');
+  const ratio = panel.locator('.ktune-compare-ratio');
+  await expect(ratio).toContainText('B / A =', { timeout: 180000 });
+  await expect(ratio).toContainText('95% CI');
+  await expect(ratio.locator('.ktune-host-time')).toContainText('host time (not GPU time)');
+  // both run-time distributions are drawn, each from its own interleaved runs
+  const bins = await page.evaluate(() => {
+    for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
+      for (const m of doc._all_models.values()) {
+        if (m.title?.text === 'interleaved runs: A pinned, B current') {
+          return (m.renderers as any[]).map(r => {
+            const data = r.data_source?.data;
+            const cols = (data instanceof Map ? [...data.values()] : Object.values(data ?? {})) as any[];
+            return cols.length ? cols[0].length : 0;
+          });
+        }
+      }
+    }
+    return [];
+  });
+  console.log(`compare figure bins per renderer: ${JSON.stringify(bins)}`);
+  expect(bins.length).toBe(2);
+  expect(Math.min(...bins)).toBeGreaterThan(0);
+  await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await page.waitForTimeout(1000);
+  await page.screenshot({ path: `${SHOTS}/panel-compare-lab.png` });
 });
