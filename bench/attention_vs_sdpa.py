@@ -36,7 +36,7 @@ if importlib.util.find_spec("jupyter_ktune") is None:  # a checkout, nothing ins
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jupyter_ktune.spec import parse_cell  # noqa: E402
-from jupyter_ktune.tune.report import ratio_ci  # noqa: E402
+from jupyter_ktune.tuning.report import ratio_ci  # noqa: E402
 
 NB = Path(__file__).resolve().parent.parent / "examples" / "attention.ipynb"
 Z, H = 4, 32

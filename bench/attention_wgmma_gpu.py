@@ -139,7 +139,7 @@ def run_fp8(args: Any, cell: Any) -> int:
     import triton
 
     from jupyter_ktune import run_kernel
-    from jupyter_ktune.tune.report import ratio_ci
+    from jupyter_ktune.tuning.report import ratio_ci
 
     out: dict[str, Any] = {"space": cell.SPACE_FP8, "correct": {}, "cases": [],
                            "device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -216,7 +216,7 @@ def run(args: Any, cell: Any) -> int:
         cloudpickle.register_pickle_by_value(cell)
     if getattr(args, "fp8", False):
         return run_fp8(args, cell)
-    from jupyter_ktune.tune.report import ratio_ci
+    from jupyter_ktune.tuning.report import ratio_ci
 
     out: dict[str, Any] = {"space": cell.SPACE, "correct": {}, "cases": [],
                            "device": torch.cuda.get_device_name(),

@@ -18,7 +18,7 @@ On the GPU, steps printed as they go, a table last (fp16, Z=4, H=32):
    the best one's output checked in this process against torch SDPA (cuDNN) on the same inputs;
 3. per (D, causal, N): interleaved rounds of ``triton.testing.do_bench`` medians, cuDNN SDPA
    and the best config back to back, order rotated, and a bootstrap 95 % CI on the ratio
-   (``jupyter_ktune.tune.report.ratio_ci``), as the GEMM comparison is decided.
+   (``jupyter_ktune.tuning.report.ratio_ci``), as the GEMM comparison is decided.
 
 TFLOP/s count 4 N^2 D per head (half of it causal). Writes attention_wgmma_vs_cudnn.json.
 

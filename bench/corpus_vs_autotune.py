@@ -75,7 +75,7 @@ def build(name: str, size: int) -> tuple[Any, Any]:
 def ktune_side(spec: Any, store: Path) -> dict:
     import sweep_phases
 
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     t0 = time.perf_counter()
     report = tune(spec, "exhaustive", store=store, top_k=3)
@@ -256,7 +256,7 @@ def main() -> int:
         print(n, json.dumps({x: y for x, y in k.items() if x not in ("timeline", "sweep_ms")},
                             default=str)[:1500])
         if k.get("timeline") and k["configs"] <= 10:  # where a short sweep's wall went
-            from jupyter_ktune.tune.timeline import timeline_text
+            from jupyter_ktune.tuning.timeline import timeline_text
 
             print(timeline_text(k["timeline"], limit=200), flush=True)
         if a.out:

@@ -153,7 +153,7 @@ def _slow_reference_spec(line: str, src: str, ns: dict):
 
 
 def _rows(store_path: Path, spec) -> dict:
-    from jupyter_ktune.tune import Store
+    from jupyter_ktune.tuning import Store
 
     with Store(store_path) as store:
         rows = [r for k in store.keys() if k.source_hash == spec.source_hash
@@ -165,7 +165,7 @@ def _rows(store_path: Path, spec) -> dict:
 def fault_sweep(spec, faults: dict, store: Path, log) -> dict:
     """Phase 1: the sweep of faulty and healthy variants on one worker."""
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     with DeviceWorker() as w:
         t0 = time.perf_counter()
@@ -207,7 +207,7 @@ def fault_sweep(spec, faults: dict, store: Path, log) -> dict:
 def oom_phase(spec, store: Path) -> dict:
     """Phase 2 (GPU): variants whose inputs cannot be allocated on the device."""
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     with DeviceWorker() as w:
         report = tune(spec, "exhaustive", store=store, workers=[w], top_k=0)
@@ -226,7 +226,7 @@ def oom_phase(spec, store: Path) -> dict:
 def kill_phase(spec, store: Path) -> dict:
     """Phase 3: SIGKILL the worker after 12 results; then a second sweep resumes."""
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     killed = []
     with DeviceWorker() as w:
@@ -249,7 +249,7 @@ def verdict_phase(specs: dict, store: Path, log) -> tuple[Confusion, dict]:
     """Phase 4: wrong kernels (NaN, past the end, before the start, an input changed), a slow
     reference, and Interrupts in the middle of a hanging run."""
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     confusion = Confusion()
     with DeviceWorker() as w:

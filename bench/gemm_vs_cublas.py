@@ -9,7 +9,7 @@ the H200 runs of issue 8, cuBLAS's do_bench median moved from 1.38 to 1.62 ms be
 even within one process, so one sample per side can't carry a 95 % claim. Here every round times
 cuBLAS and each config back to back (``triton.testing.do_bench``, median, rotating the order), and
 the ratio median(cuBLAS) / median(config) gets a bootstrap 95 % CI over the rounds
-(``jupyter_ktune.tune.report.ratio_ci``). The kernel is the notebook's own cell, loaded the way
+(``jupyter_ktune.tuning.report.ratio_ci``). The kernel is the notebook's own cell, loaded the way
 the worker loads it, and checked once against ``torch.matmul``. SM clock and board power are
 sampled (NVML, 20 ms) while each side runs. Writes ``--json`` (default gemm_interleaved.json).
 
@@ -284,7 +284,7 @@ def interleaved(size: int, rounds: int, json_path: Path) -> None:
     import triton
 
     from jupyter_ktune.backends.triton.module import ensure_allocator, load_module
-    from jupyter_ktune.tune.report import ratio_ci
+    from jupyter_ktune.tuning.report import ratio_ci
 
     ensure_allocator()
     n = size

@@ -18,7 +18,7 @@ On the GPU, four steps, each printed as it goes, a table last:
    SIZE^3;
 4. interleaved rounds of ``triton.testing.do_bench`` medians, cuBLAS and the best config back to
    back with the order rotated, and a bootstrap 95 % CI on the ratio of medians
-   (``jupyter_ktune.tune.report.ratio_ci``), as ``bench/gemm_interleaved.py`` does.
+   (``jupyter_ktune.tuning.report.ratio_ci``), as ``bench/gemm_interleaved.py`` does.
 
 Writes gemm_wgmma_vs_cublas.json (or ``--json PATH``).
 """
@@ -140,7 +140,7 @@ def main() -> int:
 
     from jupyter_ktune import run_kernel
     from jupyter_ktune.backends.cuda.backend import CudaBackend
-    from jupyter_ktune.tune.report import ratio_ci
+    from jupyter_ktune.tuning.report import ratio_ci
 
     n, out = args.size, {"size": args.size, "configs": SPACE, "steps": {}}
     print("1. correctness through the extension at 1024^3 (float32 reference on the host)")

@@ -95,7 +95,7 @@ CASES = {
 
 def main() -> int:
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune.compare import compare_configs
+    from jupyter_ktune.tuning.compare import compare_configs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=12)

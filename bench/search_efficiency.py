@@ -136,7 +136,7 @@ def record(store: Path, budget_ms: float, spaces: list[str]) -> None:
 
 def replay_all(spaces: dict, seeds: int, tol: float) -> dict:
     """Replay every strategy over every recorded space; returns the table."""
-    from jupyter_ktune.tune.search import STRATEGIES, evaluations_to_within, replay
+    from jupyter_ktune.tuning.search import STRATEGIES, evaluations_to_within, replay
     table = {}
     for label, (space, recorded) in spaces.items():
         ok = [v for v in recorded.values() if v is not None]
@@ -156,7 +156,7 @@ def stored_spaces(store_paths: list[Path]) -> dict:
     """Each (kernel, device) of the stores as (Space, {config: median})."""
     import jupyter_ktune  # noqa: F401 - parse_cell registry
     from jupyter_ktune.space import Param, Space
-    from jupyter_ktune.tune.store import Store
+    from jupyter_ktune.tuning.store import Store
     out = {}
     for p in store_paths:
         with Store(p) as s:

@@ -71,7 +71,7 @@ def _spec():
 
 def sweep(path: str, budget: int, full_disk: bool = False, read_only: bool = False) -> dict:
     """One sweep (in this process) over the store at ``path``; what a user would see."""
-    from jupyter_ktune.tune import Store, store_schema, tune
+    from jupyter_ktune.tuning import Store, store_schema, tune
 
     if read_only:  # root: every connection to the file read-only, as chmod would make it
         real = store_schema.connect

@@ -35,8 +35,8 @@ import numpy as np  # noqa: E402
 
 from jupyter_ktune.results import Status  # noqa: E402
 from jupyter_ktune.space import Config  # noqa: E402
-from jupyter_ktune.tune.store import Store, StoreKey  # noqa: E402
-from jupyter_ktune.tune.store_schema import INSERT  # noqa: E402
+from jupyter_ktune.tuning.store import Store, StoreKey  # noqa: E402
+from jupyter_ktune.tuning.store_schema import INSERT  # noqa: E402
 
 DEVICE, TOOLCHAIN = "NVIDIA H200", '{"triton":"3.6.0"}'
 

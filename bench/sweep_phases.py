@@ -31,7 +31,7 @@ def start_pool(backend: str) -> float:
     """
     import os
 
-    from jupyter_ktune.tune.runners import shared_pool, warm_up
+    from jupyter_ktune.tuning.runners import shared_pool, warm_up
 
     t0 = time.perf_counter()
     n = max(1, (os.cpu_count() or 2) - 1)
@@ -48,8 +48,8 @@ def preload_pool(spec: Any) -> float:
     import os
 
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.tune.runners import preload_here, shared_pool
-    from jupyter_ktune.tune.runners import preload_pool as preload
+    from jupyter_ktune.tuning.runners import preload_here, shared_pool
+    from jupyter_ktune.tuning.runners import preload_pool as preload
 
     t0 = time.perf_counter()
     futures = preload(shared_pool(max(1, (os.cpu_count() or 2) - 1), spec.backend), spec)

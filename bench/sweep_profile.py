@@ -72,7 +72,7 @@ def main() -> int:
     import sweep_phases
 
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     tmp = Path(tempfile.mkdtemp(prefix="ktune-profile-"))
     os.environ["TRITON_CACHE_DIR"] = str(tmp / "cache")

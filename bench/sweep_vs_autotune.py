@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import sweep_phases  # noqa: E402
 
-from jupyter_ktune.tune.search import DEFAULT_STRATEGY  # noqa: E402
+from jupyter_ktune.tuning.search import DEFAULT_STRATEGY  # noqa: E402
 
 SPACE = ("# ktune: BLOCK_M in [64, 128]; BLOCK_N in [64, 128, 256]; BLOCK_K in [32, 64]\n"
          "# ktune: GROUP_M in [8]; num_warps in [4, 8]; num_stages in [2, 3, 4]\n"

@@ -76,7 +76,7 @@ def make_spec(backend: str, size: int, edit: str, budget_ms: float):
 
 
 def one_sweep(spec, store: Path, warm: bool) -> dict:
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     t0 = time.perf_counter()
     report = tune(spec, "exhaustive", store=store, top_k=0, warm_start=8 if warm else 0)

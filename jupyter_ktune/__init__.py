@@ -2,15 +2,26 @@
 
 ``%load_ext jupyter_ktune`` registers the ``%%kernel`` cell magic. The core (spec, runner,
 backends, measure) imports no IPython, so scripts and tests use it directly.
+
+The public surface is the names the README documents (``__all__``), and none of them is also a
+subpackage: the sweeps live in :mod:`jupyter_ktune.tuning`, so ``jupyter_ktune.tune`` is the
+function and ``import jupyter_ktune.tune`` fails instead of handing back the function.
+Everything else (``Status``, ``KernelSpec``, the stores) is imported from its own module.
 """
+
+import typing as _typing
 
 from jupyter_ktune.api import run_kernel as run_kernel
 from jupyter_ktune.backends.cuda.tensormap import tma as tma
 from jupyter_ktune.results import RunResult as RunResult
-from jupyter_ktune.results import Status as Status
-from jupyter_ktune.spec import KernelSpec as KernelSpec
 from jupyter_ktune.spec import parse_cell as parse_cell
-from jupyter_ktune.tune import tune as tune
+from jupyter_ktune.tuning import TuneReport as TuneReport
+from jupyter_ktune.tuning import tune as tune
+
+if _typing.TYPE_CHECKING:
+    from jupyter_ktune.spec import KernelSpec
+
+__all__ = ["RunResult", "TuneReport", "panel", "parse_cell", "run_kernel", "tma", "tune"]
 
 try:
     from jupyter_ktune._version import __version__ as __version__
@@ -18,7 +29,7 @@ except ImportError:  # a source checkout that was never built
     __version__ = "0+unknown"
 
 
-def panel(spec: KernelSpec):  # noqa: ANN201 - the panel type lives in the UI layer
+def panel(spec: "KernelSpec"):  # noqa: ANN201 - the panel type lives in the UI layer
     """The live tuning panel of ``spec``, as ``%%kernel`` shows its own cell's.
 
     For a spec built in code, e.g. ``parse_cell(line, cell_source.replace(...), namespace)``

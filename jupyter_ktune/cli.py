@@ -230,8 +230,8 @@ def _device() -> int:
 
 
 def _tune_parser(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
-    from jupyter_ktune.tune.export import EXPORTERS
-    from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
+    from jupyter_ktune.tuning.export import EXPORTERS
+    from jupyter_ktune.tuning.search import DEFAULT_STRATEGY, STRATEGIES
 
     text = "sweep the kernel's space, re-time the best and say whether the winner is faster"
     p = sub.add_parser("tune", help=text, description=text[0].upper() + text[1:] + ".",
@@ -253,7 +253,7 @@ def _tune_parser(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from jupyter_ktune.tune import TuneOptions, tune
+    from jupyter_ktune.tuning import TuneOptions, tune
 
     spec = load_kernel_file(args.file, args.setup)
 

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, load: Callable[[Path, Path | None], Any]) -> i
     from jupyter_ktune.api import choose_config
     from jupyter_ktune.backends import get_backend
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.tune.compare import compare_configs
+    from jupyter_ktune.tuning.compare import compare_configs
 
     try:
         spec = load(args.file, args.setup)

@@ -119,7 +119,7 @@ def stopped_pools():
     """After the test, terminate every compile-pool process (one may be in a task standing for
     a stuck build) and close the pools, so no sleeping process is left for the next tests."""
     yield
-    from jupyter_ktune.tune import pool as pools
+    from jupyter_ktune.tuning import pool as pools
 
     for p in list(pools._pools.values()):
         for proc in list(getattr(p, "_processes", {}).values()):

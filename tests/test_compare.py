@@ -24,7 +24,7 @@ from jupyter_ktune.measure.compare import (
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune.compare import compare_configs
+from jupyter_ktune.tuning.compare import compare_configs
 from jupyter_ktune.ui.app import KernelPanel
 
 SRC = """# ktune: BLOCK in [1, 2, 4]; SWIZZLE in [none, 64B]

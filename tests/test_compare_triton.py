@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune.compare import compare_configs
+from jupyter_ktune.tuning.compare import compare_configs
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.compile_order import compile_first, interleaved, triton_compile_cost
+from jupyter_ktune.tuning.compile_order import compile_first, interleaved, triton_compile_cost
 
 
 def test_interleaving_alternates_costliest_and_cheapest_and_keeps_every_config():
@@ -47,7 +47,7 @@ def test_the_compile_pool_runs_nicer_than_the_sweep():
     """Pool processes (and the ptxas/nvcc they start) yield the CPU to the device worker."""
     import os
 
-    from jupyter_ktune.tune.runners import POOL_NICENESS, make_pool
+    from jupyter_ktune.tuning.runners import POOL_NICENESS, make_pool
 
     pool = make_pool(1)
     try:
@@ -69,7 +69,7 @@ def test_the_pools_warm_up_hashes_triton_before_the_first_compile():
     """triton_key (0.33 s of hashing per process) is paid at pool start, not by a compile:
     a short sweep gives each config a fresh process, so each compile paid it."""
     pytest.importorskip("triton")
-    from jupyter_ktune.tune.runners import make_pool
+    from jupyter_ktune.tuning.runners import make_pool
 
     pool = make_pool(1, "triton")  # the warm-up task runs first on the pool's one process
     try:

@@ -246,7 +246,7 @@ def _fake_inputs():
 
 
 def test_a_sweep_stores_list_valued_configs_apart_labels_failures_and_resumes(worker, tmp_path):
-    from jupyter_ktune.tune import Store, TuneOptions, tune
+    from jupyter_ktune.tuning import Store, TuneOptions, tune
 
     spec = parse_cell("scale --backend fake --inputs inputs --reference reference --out y "
                       "--budget-ms 2", FAKE, {"inputs": _fake_inputs,
@@ -318,8 +318,8 @@ def test_memory_exhaustion_keeps_its_own_words_and_status():
 
 def test_exports_say_what_the_compiler_was_told_and_pass_no_control_as_a_constant():
     from jupyter_ktune.results import Status
-    from jupyter_ktune.tune.report import Evaluation, TuneReport
-    from jupyter_ktune.tune.store import StoredResult
+    from jupyter_ktune.tuning.report import Evaluation, TuneReport
+    from jupyter_ktune.tuning.store import StoredResult
 
     spec = parse_cell("k --backend cuda", f'// ktune: BLOCK in [64]; name_prefix in ["cutlass_"]'
                       f"; nvcc_flags in {FLAGS}; maxnreg in [128]\n"
@@ -402,7 +402,7 @@ def test_tpe_proposes_list_values_without_optuna_warnings():
     import warnings
 
     pytest.importorskip("optuna")
-    from jupyter_ktune.tune.search import make_strategy
+    from jupyter_ktune.tuning.search import make_strategy
 
     spec = parse_cell("k --backend cuda", f'// ktune: B in [1, 2, 4]; name_prefix in ["", '
                       f'"cutlass_"]; nvcc_flags in {FLAGS}\n__global__ void k(float* y) {{}}\n')
@@ -421,8 +421,8 @@ def test_tpe_proposes_list_values_without_optuna_warnings():
 def test_interpreter_host_times_never_rank_configs_that_differ_only_in_name_prefix():
     from jupyter_ktune.results import Status
     from jupyter_ktune.tunable_values import value_text
-    from jupyter_ktune.tune.report import decide
-    from jupyter_ktune.tune.store import StoredResult
+    from jupyter_ktune.tuning.report import decide
+    from jupyter_ktune.tuning.store import StoredResult
 
     host = "Triton interpreter, host time (not GPU time)"
     rows = [StoredResult(Config({"BLOCK": 64, "name_prefix": p}), Status.OK,

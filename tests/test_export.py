@@ -10,9 +10,9 @@ import pytest
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.space import Config, Param, Space
-from jupyter_ktune.tune.kerneltuner import from_t4, import_t4, read_t4, to_t4, write_t4
-from jupyter_ktune.tune.report import Evaluation, TuneReport, Verdict, decide, ratio_ci
-from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
+from jupyter_ktune.tuning.kerneltuner import from_t4, import_t4, read_t4, to_t4, write_t4
+from jupyter_ktune.tuning.report import Evaluation, TuneReport, Verdict, decide, ratio_ci
+from jupyter_ktune.tuning.store import Store, StoredResult, StoreKey
 
 SPACE = Space((Param("BLOCK_M", (64, 128)), Param("SWIZZLE", ("none", "128B")),
                Param("num_warps", (4, 8))))

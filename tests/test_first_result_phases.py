@@ -24,7 +24,7 @@ def test_the_first_result_of_a_panel_names_its_phases():
 
 
 def test_the_compile_pool_imports_no_torch_to_learn_argument_types():
-    from jupyter_ktune.tune import pool
+    from jupyter_ktune.tuning import pool
 
     assert "torch" not in pool._COMPILER_MODULES["triton"]  # noqa: SLF001
 

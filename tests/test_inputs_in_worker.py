@@ -21,7 +21,7 @@ from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import tune
+from jupyter_ktune.tuning import tune
 
 SRC = """# ktune: BLOCK in [1, 2, 4, 8]
 # ktune: require BLOCK * 4 >= n

@@ -19,7 +19,7 @@ from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import tune
+from jupyter_ktune.tuning import tune
 
 SRC = """# ktune: K in range(0, 4)
 def scale(x, y, n):

@@ -29,7 +29,7 @@ SWEEPER = textwrap.dedent('''
     import sys
     import numpy as np
     from jupyter_ktune.spec import parse_cell
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     def inputs():
         x = np.random.rand(64)

@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_ktune.runner import describe
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import pool_warm
+from jupyter_ktune.tuning import pool_warm
 
 CELL = """# ktune: BLOCK in [32, 64]
 # ktune: grid = lambda META: (triton.cdiv(n, META['BLOCK']),)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from jupyter_ktune.tune.runners import make_pool
+from jupyter_ktune.tuning.runners import make_pool
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -26,7 +26,7 @@ import pytest
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import Store, tune
+from jupyter_ktune.tuning import Store, tune
 
 TESTS = Path(__file__).parent
 
@@ -177,7 +177,7 @@ SWEEPER = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_reliability_faults import HANG_AT, make_spec, RESUMABLE
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
     w = DeviceWorker()
     def on_result(p):
         print(p.done, w.pid, flush=True)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.space import Constraint, Param, Space
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune.kerneltuner import T4Warning, from_t4, read_t4
+from jupyter_ktune.tuning.kerneltuner import T4Warning, from_t4, read_t4
 
 # derandomize: CI runs the same cases every time (a random seed found the range(2**63) case
 # below on the fifth run; set KTUNE_FUZZ_RANDOM=1 to explore new ones locally)
@@ -258,7 +258,7 @@ def test_t4_file_of_malformed_json_text(text):
 
 
 def test_t4_file_that_is_not_json_is_a_ktune_error(tmp_path):
-    from jupyter_ktune.tune.kerneltuner import read_t4
+    from jupyter_ktune.tuning.kerneltuner import read_t4
 
     bad = tmp_path / "kt.json"
     bad.write_text("{not json")

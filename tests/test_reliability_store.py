@@ -17,7 +17,7 @@ import pytest
 import jupyter_ktune
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Status
-from jupyter_ktune.tune.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreKey
+from jupyter_ktune.tuning.store import SCHEMA_V1, SCHEMA_VERSION, Store, StoreKey
 
 TESTS = Path(__file__).parent
 ROWS = 300
@@ -26,7 +26,7 @@ WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
     from test_store import result
-    from jupyter_ktune.tune.store import Store, StoreKey
+    from jupyter_ktune.tuning.store import Store, StoreKey
     sys.stdin.readline()  # both start together
     s = Store({path!r})
     key = StoreKey("notebook-{who}", "NVIDIA H200", "")
@@ -149,7 +149,7 @@ WRITE_AUDIT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import numpy as np
     from jupyter_ktune.spec import parse_cell
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
     from test_sweep import LINE, NS, SRC
     from jupyter_ktune.runner.client import DeviceWorker
     with DeviceWorker() as w:

@@ -12,8 +12,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune.report import TuneReport, decide
-from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tuning.report import TuneReport, decide
+from jupyter_ktune.tuning.store import StoredResult
 from jupyter_ktune.ui.app import KernelPanel
 
 SRC = """# ktune: BLOCK in [1, 2, 4]
@@ -156,7 +156,7 @@ def test_triton_interpreter_sweep_over_num_warps_declares_no_winner(tmp_path, mo
     pytest.importorskip("triton")
     pytest.importorskip("torch")
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.tune import tune
+    from jupyter_ktune.tuning import tune
 
     monkeypatch.setenv("KTUNE_FORCE_INTERPRET", "1")  # the same meaning on a GPU machine
     src = """# ktune: BLOCK in [128]; num_warps in [2, 4, 8]; grid = cdiv(n, BLOCK)

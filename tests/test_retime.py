@@ -1,4 +1,4 @@
-"""The sweep's late stages (tune/retime.py): host-bound first-pass timings are taken again."""
+"""The sweep's late stages (tuning/retime.py): host-bound first-pass timings are taken again."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 from jupyter_ktune import parse_cell
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.report import Evaluation
-from jupyter_ktune.tune.retime import retake_host_bound
-from jupyter_ktune.tune.store import Store, StoreKey
-from jupyter_ktune.tune.timeline import SweepTimeline
+from jupyter_ktune.tuning.report import Evaluation
+from jupyter_ktune.tuning.retime import retake_host_bound
+from jupyter_ktune.tuning.store import Store, StoreKey
+from jupyter_ktune.tuning.timeline import SweepTimeline
 
 SPEC = parse_cell("k --backend cuda", '''// ktune: B in [1, 2, 3]
 extern "C" __global__ void k() {}''')

@@ -20,7 +20,7 @@ from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.runner.wire import pack_message
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import tune
+from jupyter_ktune.tuning import tune
 
 # A=1 is slow (the request we interrupt); A=2 is right; A=3 is wrong: each answer is its own.
 SRC = """# ktune: A in [1, 2, 3]

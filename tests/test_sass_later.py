@@ -17,7 +17,7 @@ from jupyter_ktune.measure.static import KernelStatic, StaticReport
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.toolchain import ToolNotFound
-from jupyter_ktune.tune.runners import seed_static
+from jupyter_ktune.tuning.runners import seed_static
 
 HOPPER = "_Z6hopper4TMapPKfPfmm"
 DUMP = Path(__file__).parent / "fixtures" / "static" / "sass_hopper_cuobjdump.txt"

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jupyter_ktune.space import Config, Constraint, Param, Space
-from jupyter_ktune.tune.search import (
+from jupyter_ktune.tuning.search import (
     DEFAULT_STRATEGY,
     STRATEGIES,
     evaluations_to_within,

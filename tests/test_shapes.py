@@ -10,10 +10,10 @@ import pytest
 from jupyter_ktune.results import Status
 from jupyter_ktune.space import Config, Param, Space
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import tune
-from jupyter_ktune.tune.report import Evaluation, TuneReport
-from jupyter_ktune.tune.shapes import ShapesReport
-from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tuning import tune
+from jupyter_ktune.tuning.report import Evaluation, TuneReport
+from jupyter_ktune.tuning.shapes import ShapesReport
+from jupyter_ktune.tuning.store import StoredResult
 
 SPACE = Space((Param("BLOCK", (16, 64, 128)), Param("num_warps", (4, 8))))
 
@@ -134,7 +134,7 @@ def test_the_winners_chart_fits_long_winners_and_writes_no_exponent():
     1000 ms grid line read ``1e+03 ms``."""
     import xml.etree.ElementTree as ET
 
-    from jupyter_ktune.tune.shapes_chart import winners_svg
+    from jupyter_ktune.tuning.shapes_chart import winners_svg
 
     long = "BLOCK_N=2048 num_stages=2 num_warps=16"
     svg = winners_svg([("M=4 N=300", long, 5.35), ("M=64 N=4096", long + "x", 186.2)])

@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.store import SCHEMA_VERSION, Store, StoreKey, migrate
+from jupyter_ktune.tuning.store import SCHEMA_VERSION, Store, StoreKey, migrate
 
 KEY = StoreKey("abc123", "NVIDIA H200", StoreKey.toolchain_text({"triton": "3.6.0"}))
 
@@ -70,7 +70,7 @@ WRITER = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {tests!r})
     from test_store import KEY, result
-    from jupyter_ktune.tune.store import Store
+    from jupyter_ktune.tuning.store import Store
     s = Store({path!r})
     for i in range(100000):
         s.put(KEY, result(i, [1.0 + i]))

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_store import KEY, result
 
-from jupyter_ktune.tune.store import Store, StoreDamaged, StoreWarning
+from jupyter_ktune.tuning.store import Store, StoreDamaged, StoreWarning
 
 TESTS = Path(__file__).resolve().parent
 PAGE = 4096
@@ -42,7 +42,7 @@ PROBE = """
 import json, sys, warnings
 sys.path.insert(0, {tests!r})
 from test_store import KEY, result
-from jupyter_ktune.tune.store import Store
+from jupyter_ktune.tuning.store import Store
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     out = {{}}

@@ -19,9 +19,9 @@ from test_sweep import LINE, NS
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import store_schema as store_module
-from jupyter_ktune.tune import tune
-from jupyter_ktune.tune.store import (
+from jupyter_ktune.tuning import store_schema as store_module
+from jupyter_ktune.tuning import tune
+from jupyter_ktune.tuning.store import (
     SCHEMA_VERSION,
     Store,
     StoredResult,

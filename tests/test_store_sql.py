@@ -7,7 +7,7 @@ from dataclasses import replace
 from test_store import KEY, result
 
 from jupyter_ktune.results import Status
-from jupyter_ktune.tune.store import Store, StoreKey
+from jupyter_ktune.tuning.store import Store, StoreKey
 
 
 def filled(tmp_path):

@@ -10,8 +10,8 @@ import pytest
 
 from jupyter_ktune.results import Status
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import Store, TuneOptions, tune
-from jupyter_ktune.tune.sweep import Sweep
+from jupyter_ktune.tuning import Store, TuneOptions, tune
+from jupyter_ktune.tuning.sweep import Sweep
 
 
 def inputs():
@@ -112,7 +112,7 @@ def test_precompile_pool_and_two_workers(tmp_path):
     assert len(report.evaluations) == 8 and report.info["compile_workers"] == 2
     assert report.info["device_slots"] == 2
     # the timeline: each config compiled before it was queued, run after, re-timed last
-    from jupyter_ktune.tune.timeline import config_label
+    from jupyter_ktune.tuning.timeline import config_label
 
     seen: dict[str, list[str]] = {}
     for _at, kind, label in report.info["timeline"]:
@@ -128,7 +128,7 @@ def test_precompile_pool_and_two_workers(tmp_path):
 
 def test_compile_pool_is_kept_for_the_next_sweep_unless_the_cache_dir_changes(tmp_path,
                                                                                monkeypatch):
-    from jupyter_ktune.tune import runners
+    from jupyter_ktune.tuning import runners
 
     spec = make_spec()
     seen = []
@@ -140,7 +140,7 @@ def test_compile_pool_is_kept_for_the_next_sweep_unless_the_cache_dir_changes(tm
 
     import sys
 
-    monkeypatch.setattr(sys.modules["jupyter_ktune.tune.sweep"], "shared_pool", spy)
+    monkeypatch.setattr(sys.modules["jupyter_ktune.tuning.sweep"], "shared_pool", spy)
     opts = TuneOptions(compile_workers=1, top_k=0, retime=True)
     for _ in range(2):
         tune(spec, "exhaustive", budget=2, store=tmp_path, options=opts)
@@ -222,7 +222,7 @@ def test_cli_tune_prints_the_report_and_the_export(tmp_path, capsys, cli_kernel)
 
 
 def test_the_pool_summary_adds_phases_and_finds_the_first_and_longest():
-    from jupyter_ktune.tune.pool import pool_summary
+    from jupyter_ktune.tuning.pool import pool_summary
 
     got = pool_summary([(2.0, {"compile": 1.0, "total": 1.5}), (0.5, {"compile": 3.0,
                                                                        "total": 4.0}),

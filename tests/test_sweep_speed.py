@@ -13,7 +13,7 @@ import pytest
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.space import Constraint, Param, Space
 from jupyter_ktune.spec import parse_cell
-from jupyter_ktune.tune import search, tune
+from jupyter_ktune.tuning import search, tune
 
 # 16 configs; the kernel is a plain copy with a config-dependent busy wait
 SRC = """# ktune: BLOCK in [1, 2, 4, 8]; VEC in [1, 2, 4, 8]
@@ -183,7 +183,7 @@ def test_an_edited_kernel_starts_from_the_previous_versions_best_configs(worker,
 
 def test_spearman_rank_correlation_and_the_move_text():
     from jupyter_ktune.space import Config
-    from jupyter_ktune.tune.warm import WarmStart, spearman
+    from jupyter_ktune.tuning.warm import WarmStart, spearman
 
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
@@ -196,7 +196,7 @@ def test_spearman_rank_correlation_and_the_move_text():
 
 def test_a_config_whose_static_shared_memory_exceeds_the_device_is_never_launched(tmp_path):
     from jupyter_ktune.results import Status
-    from jupyter_ktune.tune.static_limits import static_excess
+    from jupyter_ktune.tuning.static_limits import static_excess
 
     src = SRC.replace("import time\n", "import time\n# static smem: BLOCK * 200\n")
     spec = parse_cell(LINE, src, counting_io(str(tmp_path / "c.txt")))
@@ -237,7 +237,7 @@ def test_a_stuck_launcher_build_holds_the_first_run_only_until_its_wait_runs_out
     that can launch without it (Triton 3.6: backends/triton/direct_launch.py) is not held, and
     its runs go out marked quick."""
     from jupyter_ktune.backends.triton.backend import TritonBackend
-    from jupyter_ktune.tune import runners, sweep
+    from jupyter_ktune.tuning import runners, sweep
 
     def io():
         x = np.random.rand(100).astype(np.float32)

@@ -14,8 +14,8 @@ import pytest
 from test_export import KT_FILE
 
 from jupyter_ktune.results import Status
-from jupyter_ktune.tune.kerneltuner import T4Error, T4Warning, from_t4, import_t4, read_t4
-from jupyter_ktune.tune.store import Store, StoreKey
+from jupyter_ktune.tuning.kerneltuner import T4Error, T4Warning, from_t4, import_t4, read_t4
+from jupyter_ktune.tuning.store import Store, StoreKey
 
 
 def doc_with(*runtimes, invalidity="correct"):

@@ -209,7 +209,7 @@ def _quick_at_bind():
 def test_the_worker_binds_a_run_quick_only_when_the_sweep_said_so_once(worker):
     from jupyter_ktune import parse_cell
     from jupyter_ktune.space import Config
-    from jupyter_ktune.tune.runners import seed_static
+    from jupyter_ktune.tuning.runners import seed_static
 
     spec = parse_cell("copy --backend triton --inputs io --reference ref --out y --budget-ms 1",
                       COPY, {"io": io, "ref": lambda x, y, n: x})

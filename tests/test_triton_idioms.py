@@ -90,7 +90,7 @@ def test_an_autotuned_kernel_launches_its_config_with_reset_to_zero(worker):
 
 
 def test_the_export_writes_the_cells_decorator_back():
-    from jupyter_ktune.tune.export import _cell_decorators
+    from jupyter_ktune.tuning.export import _cell_decorators
 
     decorators = _cell_decorators(parse_cell(LINE, AUTOTUNE, NS), "scale")
     assert decorators[0] == ("@triton.autotune(configs=configs, key=['n'], "

@@ -102,7 +102,7 @@ def _child(code: str, blob: bytes, cache: Path) -> str:
     return proc.stdout.decode().strip().splitlines()[-1]
 
 
-POOL_TASK = ("import sys, cloudpickle; from jupyter_ktune.tune.runners import precompile; "
+POOL_TASK = ("import sys, cloudpickle; from jupyter_ktune.tuning.runners import precompile; "
              "out, _s = cloudpickle.loads(precompile(sys.stdin.buffer.read())); "
              "from jupyter_ktune.measure.static import SASS_SKIPPED; "
              "print(type(out).__name__, getattr(out, 'kernels', {}) and 'static', "

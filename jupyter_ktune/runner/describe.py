@@ -23,7 +23,7 @@ from typing import Any
 
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune.pool_warm import start_pool_at_parse
+from jupyter_ktune.tuning.pool_warm import start_pool_at_parse
 
 DESCRIBE_TIMEOUT_S = 300.0  # a package's first import from a cold disk, a slow file system
 MODULE_PHASE = "kernel module import"  # the describe request: the cell's module in the worker

@@ -34,8 +34,8 @@ from jupyter_ktune.session import Delivery, TuningSession
 from jupyter_ktune.smem_tile import SWIZZLE_NAMES
 from jupyter_ktune.space import Config
 from jupyter_ktune.tunable_values import value_text
-from jupyter_ktune.tune.report import TuneReport
-from jupyter_ktune.tune.sweep import TuneOptions
+from jupyter_ktune.tuning.report import TuneReport
+from jupyter_ktune.tuning.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
 from jupyter_ktune.ui.breakdown import BreakdownButton
 from jupyter_ktune.ui.compare_view import CompareView, Pinning
@@ -367,7 +367,7 @@ class KernelPanel(Pinning):
 
         Results stream into the panel while it runs; at the end the winner becomes the current
         config (so :attr:`result` is the winner, run live once more). Parameters are those of
-        :func:`jupyter_ktune.tune.tune`: ``strategy`` (None: the default), ``budget`` (configs;
+        :func:`jupyter_ktune.tuning.tune`: ``strategy`` (None: the default), ``budget`` (configs;
         None: the Autotune budget box) and :class:`TuneOptions` or its fields as keywords.
         """
         opts = replace(options or TuneOptions(), **option_fields)

@@ -17,9 +17,9 @@ import ipywidgets as w
 
 from jupyter_ktune.render import counted, fmt_time
 from jupyter_ktune.results import RunResult
-from jupyter_ktune.tune.report import TuneReport
-from jupyter_ktune.tune.search import DEFAULT_STRATEGY, STRATEGIES
-from jupyter_ktune.tune.sweep import Progress, Sweep, TuneOptions
+from jupyter_ktune.tuning.report import TuneReport
+from jupyter_ktune.tuning.search import DEFAULT_STRATEGY, STRATEGIES
+from jupyter_ktune.tuning.sweep import Progress, Sweep, TuneOptions
 
 #: why the sweep's running "best" and the report's winner can differ
 RETIMED_NOTE = ("The running 'best' is the fastest first measurement; the winner is the best after "

@@ -2,7 +2,7 @@
 
 Pin (the button, or ``panel.pin()``) keeps the config shown as the baseline A. From then on
 every current result B (a slider moved) is compared with it once the session is idle: both
-configs timed again in interleaved rounds, A B A B ... (:mod:`jupyter_ktune.tune.compare`), in
+configs timed again in interleaved rounds, A B A B ... (:mod:`jupyter_ktune.tuning.compare`), in
 a thread of its own, newest request wins. The tab shows both run-time distributions overlaid
 (one Bokeh figure), the ratio B/A with its 95 % CI and how it was obtained (host time labelled
 as such), the static reports side by side with every difference marked, and the per-line stall
@@ -23,7 +23,7 @@ from bokeh.plotting import figure
 
 from jupyter_ktune.measure.compare import Comparison, static_diff
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.compare import compare_configs
+from jupyter_ktune.tuning.compare import compare_configs
 from jupyter_ktune.ui.panels import central
 from jupyter_ktune.ui.units import time_unit
 

@@ -31,7 +31,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import cold_phases, take_cold
     from jupyter_ktune.session import TuningSession
-    from jupyter_ktune.tune.pool_warm import warm_pool
+    from jupyter_ktune.tuning.pool_warm import warm_pool
     from jupyter_ktune.ui.app import KernelPanel
 
     if not spec.space.params:

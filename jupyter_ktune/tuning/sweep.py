@@ -6,7 +6,7 @@ already in the store are never timed again (unless ``retime=True``), so a sweep 
 resumes where it stopped; a variant stored as crashed or timed out is run once more on resume,
 as the crash may have been the machine's, not the variant's. At the end the top ``top_k`` are
 re-timed with a larger budget on one device and compared with a bootstrap confidence interval
-(:mod:`jupyter_ktune.tune.report`).
+(:mod:`jupyter_ktune.tuning.report`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import main_guard, search, warm
-from jupyter_ktune.tune.compile_order import compile_first
-from jupyter_ktune.tune.pool import pool_summary, shared_pool, unpack_precompiled
-from jupyter_ktune.tune.pool_warm import hints_for, read_hints
-from jupyter_ktune.tune.report import Evaluation, Progress, TuneReport, decide
-from jupyter_ktune.tune.retime import retake_host_bound, retime_top, with_phases
-from jupyter_ktune.tune.runners import (
+from jupyter_ktune.tuning import main_guard, search, warm
+from jupyter_ktune.tuning.compile_order import compile_first
+from jupyter_ktune.tuning.pool import pool_summary, shared_pool, unpack_precompiled
+from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
+from jupyter_ktune.tuning.report import Evaluation, Progress, TuneReport, decide
+from jupyter_ktune.tuning.retime import retake_host_bound, retime_top, with_phases
+from jupyter_ktune.tuning.runners import (
     PRECOMPILED,
     DaskRunner,
     LocalRunner,
@@ -46,10 +46,10 @@ from jupyter_ktune.tune.runners import (
     preload_pool,
     prepare_ahead,
 )
-from jupyter_ktune.tune.shapes import ShapesReport, tune_shapes
-from jupyter_ktune.tune.static_limits import static_excess
-from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
-from jupyter_ktune.tune.timeline import SweepTimeline
+from jupyter_ktune.tuning.shapes import ShapesReport, tune_shapes
+from jupyter_ktune.tuning.static_limits import static_excess
+from jupyter_ktune.tuning.store import Store, StoredResult, StoreKey
+from jupyter_ktune.tuning.timeline import SweepTimeline
 
 LAUNCHER_WAIT_S = 20.0  #: s the first run waits for the launcher task (a stuck one: the worker's)
 
@@ -79,7 +79,7 @@ class TuneOptions:
     warm_start
         After an edit (same kernel name and space, another source hash in the store), try the
         previous version's best ``warm_start`` configs first (0: off); the report says how the
-        ranking moved (:mod:`jupyter_ktune.tune.warm`).
+        ranking moved (:mod:`jupyter_ktune.tuning.warm`).
     shape
         The problem shape this sweep tunes (set by ``tune(shapes=...)``): part of the store key.
     """

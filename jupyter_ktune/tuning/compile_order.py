@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.report import LAUNCH_OPTIONS  # not tile sizes (num_warps divides them)
+from jupyter_ktune.tuning.report import LAUNCH_OPTIONS  # not tile sizes (num_warps divides them)
 
 
 def triton_compile_cost(config: Config) -> float:

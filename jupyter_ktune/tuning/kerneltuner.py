@@ -32,7 +32,7 @@ import numpy as np
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import Status
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tuning.store import StoredResult
 
 T4_VERSION = "1.0.0"
 

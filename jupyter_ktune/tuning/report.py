@@ -22,9 +22,9 @@ import numpy as np
 from jupyter_ktune.measure.stats import bootstrap_medians
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import Config, Space
-from jupyter_ktune.tune.export import export as export_report
-from jupyter_ktune.tune.store import StoredResult
-from jupyter_ktune.tune.warm import RankingMove
+from jupyter_ktune.tuning.export import export as export_report
+from jupyter_ktune.tuning.store import StoredResult
+from jupyter_ktune.tuning.warm import RankingMove
 
 
 def ratio_ci(winner_ms: np.ndarray, other_ms: np.ndarray, confidence: float = 0.95,

@@ -34,8 +34,8 @@ from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, RequestAbandoned, get_worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import main_guard
-from jupyter_ktune.tune.pool import (  # noqa: F401 - the pool's names, re-exported here
+from jupyter_ktune.tuning import main_guard
+from jupyter_ktune.tuning.pool import (  # noqa: F401 - the pool's names, re-exported here
     POOL_NICENESS,
     close_pools,
     lower_priority,

@@ -1,8 +1,8 @@
 """Deployable artefacts from a sweep: a ``triton.Config`` list, a C++ header, a Pallas table.
 
-Each exporter takes a :class:`~jupyter_ktune.tune.report.TuneReport` and returns source text,
+Each exporter takes a :class:`~jupyter_ktune.tuning.report.TuneReport` and returns source text,
 with the configs fastest first and the measured time and verdict in a comment, so the numbers
-travel with the artefact. Kernel Tuner's T4 JSON lives in :mod:`jupyter_ktune.tune.kerneltuner`.
+travel with the artefact. Kernel Tuner's T4 JSON lives in :mod:`jupyter_ktune.tuning.kerneltuner`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
 from jupyter_ktune.tunable_values import COMPILER_CONTROLS, NOT_FOR_KERNEL
-from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tuning.store import StoredResult
 
 if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
-    from jupyter_ktune.tune.report import TuneReport
-    from jupyter_ktune.tune.shapes import ShapesReport
+    from jupyter_ktune.tuning.report import TuneReport
+    from jupyter_ktune.tuning.shapes import ShapesReport
 
 #: Triton launch options: keyword arguments of ``triton.Config``, not ``kwargs`` entries
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -152,7 +152,7 @@ def pallas_table(report: TuneReport, k: int = 1, name: str = "TUNED_BLOCK_SIZES"
 def _kernel_tuner(report: TuneReport, **kw: Any) -> str:
     import json
 
-    from jupyter_ktune.tune.kerneltuner import to_t4
+    from jupyter_ktune.tuning.kerneltuner import to_t4
 
     return json.dumps(to_t4([e.result for e in report.evaluations]), indent=1)
 

@@ -17,7 +17,7 @@ A store that cannot be written (a read-only folder or file, a full disk) is stil
 SQLite's ``mode=ro``, into memory; results are then kept there, with one warning that they are
 not saved, rather than ending the sweep with a traceback (issues 15, 34). A damaged file is left
 untouched: one ``[ktune]`` line when it is opened, or, found mid-sweep, one warning and the sweep
-goes on in memory (:mod:`~jupyter_ktune.tune.store_schema`). A row that cannot be decoded is
+goes on in memory (:mod:`~jupyter_ktune.tuning.store_schema`). A row that cannot be decoded is
 skipped and counted (:attr:`Store.skipped`), with one warning.
 """
 
@@ -37,7 +37,7 @@ import numpy as np
 
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune.store_schema import (
+from jupyter_ktune.tuning.store_schema import (
     INSERT,
     connect,
     damaged,
@@ -45,11 +45,11 @@ from jupyter_ktune.tune.store_schema import (
     open_store,
     unwritable,
 )
-from jupyter_ktune.tune.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
-from jupyter_ktune.tune.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
-from jupyter_ktune.tune.store_schema import StoreDamaged as StoreDamaged
-from jupyter_ktune.tune.store_schema import StoreError as StoreError
-from jupyter_ktune.tune.store_schema import migrate as migrate
+from jupyter_ktune.tuning.store_schema import SCHEMA_V1 as SCHEMA_V1  # tests write v1 files
+from jupyter_ktune.tuning.store_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from jupyter_ktune.tuning.store_schema import StoreDamaged as StoreDamaged
+from jupyter_ktune.tuning.store_schema import StoreError as StoreError
+from jupyter_ktune.tuning.store_schema import migrate as migrate
 
 DEFAULT_NAME = ".ktune.sqlite"
 # Failures that say nothing about the variant itself: run once more on resume (issue 15).

@@ -25,9 +25,9 @@ from typing import Any
 from jupyter_ktune.measure.timing import HOST_BOUND_MARK
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.space import Config
-from jupyter_ktune.tune import search
-from jupyter_ktune.tune.report import Evaluation
-from jupyter_ktune.tune.store import Store, StoredResult, StoreKey
+from jupyter_ktune.tuning import search
+from jupyter_ktune.tuning.report import Evaluation
+from jupyter_ktune.tuning.store import Store, StoredResult, StoreKey
 
 
 def with_phases(stored: StoredResult, result: RunResult) -> StoredResult:

@@ -1,6 +1,6 @@
 """The store's file: its schema, the migrations between versions, and how it is opened.
 
-:mod:`jupyter_ktune.tune.store` reads and writes rows; this module owns what a file must look like
+:mod:`jupyter_ktune.tuning.store` reads and writes rows; this module owns what a file must look like
 for that. Each schema version adds one step to :func:`migrate`, so a file written by an older
 ktune opens in a newer one, and a newer file is one clear :class:`StoreError` in an older one.
 

@@ -3,7 +3,7 @@
 ``triton.autotune``'s ``key`` tunes per shape; ``tune(spec, shapes=[dict(M=..., N=..., K=...)])``
 does the same: the cell's inputs function takes the shape's values as keyword arguments, each
 shape gets its own sweep (its own store key, its own input sets), and the report shows every
-shape's winner and exports a dispatch table (:func:`~jupyter_ktune.tune.export.dispatch`). The
+shape's winner and exports a dispatch table (:func:`~jupyter_ktune.tuning.export.dispatch`). The
 kernel is the same source for every shape, so compiles are shared where the shape is not a
 constexpr: the worker keeps static reports by (source, arch, config) and Triton's on-disk cache
 serves the precompile pool; each shape after the first also starts from the previous shape's
@@ -19,8 +19,8 @@ from typing import Any
 
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune.report import TuneReport
-from jupyter_ktune.tune.store import StoredResult
+from jupyter_ktune.tuning.report import TuneReport
+from jupyter_ktune.tuning.store import StoredResult
 
 
 def bind_shape(inputs: Callable[..., Mapping[str, Any]],
@@ -99,7 +99,7 @@ class ShapesReport:
 
     def svg(self) -> str:
         """The chart: each shape's winner and its time, one colour per distinct winner."""
-        from jupyter_ktune.tune.shapes_chart import winners_svg
+        from jupyter_ktune.tuning.shapes_chart import winners_svg
 
         return winners_svg([(shape_label(s), w.config.label() if w else None,
                              w.median_ms if w else None)
@@ -108,7 +108,7 @@ class ShapesReport:
     def export(self, kind: str, **kw: Any) -> str:
         """A dispatch table: ``"triton"`` (autotune list + key), ``"cpp"`` (a switch over shape
         buckets) or ``"pallas"`` (a table keyed by shape)."""
-        from jupyter_ktune.tune.export import dispatch
+        from jupyter_ktune.tuning.export import dispatch
 
         return dispatch(self, kind, **kw)
 

@@ -3,7 +3,7 @@
 Spawned, never forked (the notebook has threads and maybe a GPU context); warmed with the
 backend's compiler imports; kept for later sweeps of the same process (:func:`shared_pool`);
 at a lower CPU priority than the device worker; deaf to the notebook's Interrupt. What the
-pool runs is in :mod:`jupyter_ktune.tune.runners` (``precompile``, ``preload``).
+pool runs is in :mod:`jupyter_ktune.tuning.runners` (``precompile``, ``preload``).
 """
 
 from __future__ import annotations

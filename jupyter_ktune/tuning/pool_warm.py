@@ -20,9 +20,9 @@ import cloudpickle
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tune import main_guard
-from jupyter_ktune.tune.pool import shared_pool
-from jupyter_ktune.tune.runners import compile_pool_size, preload_pool
+from jupyter_ktune.tuning import main_guard
+from jupyter_ktune.tuning.pool import shared_pool
+from jupyter_ktune.tuning.runners import compile_pool_size, preload_pool
 
 
 def pool_hints(blob: bytes) -> bytes:
