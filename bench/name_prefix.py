@@ -13,7 +13,12 @@ config and B the same config with ``name_prefix = "cutlass_"``:
 - ``gemm``: the WGMMA + TMA GEMM of ``examples/gemm_wgmma.ipynb`` at 8192^3 bf16;
 - ``attn-fp16`` and ``attn-fp8``: the WGMMA attention of ``examples/attention_wgmma.ipynb``,
   D = 128, N = 4096, not causal;
-- ``triton-mm``: the Triton matmul of ``bench/compiler_controls.py`` (2048^3 fp32, TF32 dot).
+- ``triton-attn-fp16`` and ``triton-attn-fp8``: the Triton attention of
+  ``examples/attention.ipynb`` (the fp8 cell is the same kernel on e4m3 inputs), D = 128,
+  N = 4096, not causal, a fixed good config (BLOCK_M 128, BLOCK_N 64, 8 warps, 3 stages);
+- ``triton-mm``: the Triton matmul of ``bench/compiler_controls.py`` (2048^3 fp32, TF32 dot);
+- ``gemm-maxrreg64``, ``gemm-maxrreg128``: not the name: the WGMMA GEMM's best config against
+  itself built with ``nvcc_flags = ["-maxrregcount=N"]`` (a register cap swept, issue 38 item 3).
 
 The best configs are the winners recorded in ``bench/results/gemm_wgmma_vs_cublas`` and
 ``bench/results/attention_wgmma_vs_cudnn``. The cells are the notebooks' own, with one added
@@ -36,7 +41,8 @@ import numpy as np
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-import attention_wgmma_vs_cudnn as attn  # noqa: E402 - bench/ is on sys.path above
+import attention_vs_sdpa as tattn  # noqa: E402 - bench/ is on sys.path above
+import attention_wgmma_vs_cudnn as attn  # noqa: E402
 import compiler_controls as controls  # noqa: E402
 import gemm_wgmma_vs_cublas as gemm  # noqa: E402
 from notebook_cell import kernel_cell  # noqa: E402
@@ -57,12 +63,34 @@ def with_prefix_line(body: str, comment: str) -> str:
     return "".join(lines[:at] + [f"{comment} ktune: {PREFIX}\n"] + lines[at:])
 
 
-def gemm_spec(n: int = 8192) -> Any:
+MAXRREG = (64, 128)  # the register caps the GEMM is built with (its best uses 168)
+
+
+def gemm_spec(n: int = 8192, flags: bool = False) -> Any:
     from jupyter_ktune import parse_cell
 
     line, body = kernel_cell(gemm.NB, "gemm_wgmma")
-    return parse_cell(line, with_prefix_line(body, "//"),
-                      {"inputs": gemm.make_inputs(n), "reference": gemm.reference})
+    body = with_prefix_line(body, "//")
+    if flags:
+        caps = ", ".join(f'["-maxrregcount={r}"]' for r in MAXRREG)
+        body = body.replace(f"// ktune: {PREFIX}\n", f"// ktune: {PREFIX}\n"
+                            f"// ktune: nvcc_flags in [[], {caps}]\n", 1)
+    return parse_cell(line, body, {"inputs": gemm.make_inputs(n), "reference": gemm.reference})
+
+
+def triton_attn_spec(fp8: bool, n_ctx: int = 4096, d: int = 128) -> Any:
+    import functools
+
+    from jupyter_ktune import parse_cell
+
+    line, body = tattn.kernel_cells()["attn_fwd_fp8" if fp8 else "attn_fwd"]
+    ns = {"inputs": functools.partial(tattn.inputs, N_CTX=n_ctx, D=d, causal=0),
+          "inputs_fp8": functools.partial(tattn.inputs_fp8, N_CTX=n_ctx, D=d, causal=0),
+          "reference": tattn.reference}
+    return parse_cell(line + " --budget-ms 300 --timeout 600", with_prefix_line(body, "#"), ns)
+
+
+TRITON_ATTN_BEST = dict(BLOCK_M=128, BLOCK_N=64, HEAD_DIM=128, num_warps=8, num_stages=3)
 
 
 def attn_spec(fp8: bool) -> Any:
@@ -83,13 +111,29 @@ def triton_mm_spec(size: int = 2048) -> Any:
                       {"inputs": inputs, "reference": lambda a, b, c, M, N, K: a @ b})
 
 
+#: case -> (title, spec maker, config A, config B); B differs from A in one compiler control
 CASES = {
-    "gemm": ("WGMMA GEMM 8192^3 bf16", gemm_spec, GEMM_BEST),
-    "attn-fp16": ("WGMMA attention fp16 D128 N4096", lambda: attn_spec(False), ATTN_BEST),
+    "gemm": ("WGMMA GEMM 8192^3 bf16", gemm_spec, dict(GEMM_BEST, name_prefix=""),
+             dict(GEMM_BEST, name_prefix="cutlass_")),
+    "attn-fp16": ("WGMMA attention fp16 D128 N4096", lambda: attn_spec(False),
+                  dict(ATTN_BEST, name_prefix=""), dict(ATTN_BEST, name_prefix="cutlass_")),
     "attn-fp8": ("WGMMA attention fp8 D128 N4096", lambda: attn_spec(True),
-                 dict(ATTN_BEST, FP8=1, BLOCK_N=128)),
-    "triton-mm": ("Triton matmul 2048^3", triton_mm_spec, dict(BLOCK=128, maxnreg=255,
-                                                               num_warps=4)),
+                 dict(ATTN_BEST, FP8=1, BLOCK_N=128, name_prefix=""),
+                 dict(ATTN_BEST, FP8=1, BLOCK_N=128, name_prefix="cutlass_")),
+    "triton-attn-fp16": ("Triton attention fp16 D128 N4096", lambda: triton_attn_spec(False),
+                         dict(TRITON_ATTN_BEST, name_prefix=""),
+                         dict(TRITON_ATTN_BEST, name_prefix="cutlass_")),
+    "triton-attn-fp8": ("Triton attention fp8 D128 N4096", lambda: triton_attn_spec(True),
+                        dict(TRITON_ATTN_BEST, name_prefix=""),
+                        dict(TRITON_ATTN_BEST, name_prefix="cutlass_")),
+    "triton-mm": ("Triton matmul 2048^3", triton_mm_spec,
+                  dict(BLOCK=128, maxnreg=255, num_warps=4, name_prefix=""),
+                  dict(BLOCK=128, maxnreg=255, num_warps=4, name_prefix="cutlass_")),
+    **{f"gemm-maxrreg{r}": (f"WGMMA GEMM 8192^3 bf16, -maxrregcount={r}",
+                            lambda: gemm_spec(flags=True),
+                            dict(GEMM_BEST, name_prefix="", nvcc_flags=()),
+                            dict(GEMM_BEST, name_prefix="", nvcc_flags=(f"-maxrregcount={r}",)))
+       for r in MAXRREG},
 }
 
 
@@ -104,17 +148,16 @@ def main() -> int:
     args = ap.parse_args()
     import cloudpickle  # the worker cannot import bench/ scripts: their functions go by value
 
-    for module in (attn, controls, gemm):
+    for module in (attn, controls, gemm, tattn):
         cloudpickle.register_pickle_by_value(module)
     rows = []
     with DeviceWorker() as worker:
         for key in args.only:
-            title, make, best = CASES[key]
+            title, make, a, b = CASES[key]
             t0 = time.perf_counter()
             try:
                 spec = make()
-                c = compare_configs(spec, worker, dict(best, name_prefix=""),
-                                    dict(best, name_prefix="cutlass_"), rounds=args.rounds)
+                c = compare_configs(spec, worker, a, b, rounds=args.rounds)
                 row = {"case": key, "title": title, **c.to_dict(), "text": c.text()}
             except Exception as exc:  # noqa: BLE001 - one case's failure is its row
                 row = {"case": key, "title": title, "ratio": None, "ci": None,
@@ -128,12 +171,12 @@ def main() -> int:
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / "name_prefix.json").write_text(json.dumps(rows, indent=1,
                                                                        default=str))
-    print(f"\n{'case':<11} {'B/A (cutlass_ / none)':<34} verdict")
+    print(f"\n{'case':<17} {'B/A (B: cutlass_ or the register cap)':<38} verdict")
     for r in rows:
         ci = r.get("ci")
         ratio = (f"{r['ratio']:.4f} [{ci[0]:.4f}, {ci[1]:.4f}]" if r.get("ratio") and ci
                  else (r.get("reason") or "")[:60])
-        print(f"{r['case']:<11} {ratio:<34} {r.get('verdict', '')}")
+        print(f"{r['case']:<17} {ratio:<38} {r.get('verdict', '')}")
     return 0
 
 

@@ -172,6 +172,7 @@ def _text(widget) -> str:
 def test_pin_move_and_the_compare_tab_holds_both_variants(panel):
     assert "Compare" in panel.tabs.titles
     assert "Nothing pinned" in _text(panel.compare_view.status)
+    assert not panel.compare_view.fig.visible  # no empty axes before there is a comparison
     pinned = panel.pin()
     assert pinned == {"BLOCK": 1, "SWIZZLE": "none"} and panel.pinned == pinned
     assert "is the pinned one" in _text(panel.compare_view.status)
@@ -184,6 +185,7 @@ def test_pin_move_and_the_compare_tab_holds_both_variants(panel):
     assert c.ratio > 1.3 and c.ci[0] > 1.0
     # both distributions drawn, the ratio and its method shown, host time said
     assert sum(view.a_src.data["top"]) > 0 and sum(view.b_src.data["top"]) > 0
+    assert view.fig.visible
     assert "B / A =" in _text(view.ratio) and "95% CI" in _text(view.ratio)
     assert "host time (not GPU time)" in _text(view.ratio)
     assert "host time" in view.fig.xaxis.axis_label
@@ -194,6 +196,7 @@ def test_pin_move_and_the_compare_tab_holds_both_variants(panel):
     panel.session.wait_idle()
     assert view.wait_idle(120)
     assert "is the pinned one" in _text(view.status) and view.ratio.value == ""
+    assert not view.fig.visible
     panel.unpin()
     assert panel.pinned is None and "Nothing pinned" in _text(view.status)
 

@@ -124,7 +124,11 @@ class CompareView:
             f.quad(left="left", right="right", top="top", bottom=0, source=src, color=colour,
                    fill_alpha=0.45, line_alpha=0.8, legend_label=label)
         f.legend.label_text_font_size = "8pt"
-        f.legend.location = "top_right"
+        f.legend.orientation = "horizontal"
+        f.add_layout(f.legend[0], "above")  # beside the title, never over the bars
+        # hidden until there is a comparison to draw: empty axes say nothing (the line of text
+        # above says why there is none)
+        f.visible = False
         self.fig = f
         self.head = w.VBox([w.HBox([self.status, self.unpin_button]), self.ratio])
         self._want: tuple[Config, Config] | None = None
@@ -246,7 +250,9 @@ class CompareView:
         empty: dict[str, list] = {"left": [], "right": [], "top": []}
         if cmp is None or not cmp.a_times_ms.size or not cmp.b_times_ms.size:
             self.a_src.data, self.b_src.data = dict(empty), dict(empty)
+            self.fig.visible = False
             return
+        self.fig.visible = True
         a, _ = central(cmp.a_times_ms)
         b, _ = central(cmp.b_times_ms)
         unit, size = time_unit(np.concatenate([a, b]).tolist())

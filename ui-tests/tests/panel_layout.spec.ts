@@ -254,6 +254,7 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   expect(bins.length).toBe(2);
   expect(Math.min(...bins)).toBeGreaterThan(0);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await status.scrollIntoViewIfNeeded(); // the tab scrolls: its head (the ratio) first
   await page.waitForTimeout(1000);
   await page.screenshot({ path: `${SHOTS}/panel-compare-lab.png` });
 });
