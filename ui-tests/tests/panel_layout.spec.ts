@@ -178,11 +178,12 @@ test('Notebook 7: compact at 1280x800, and Dock puts the panel in the right side
   await settled(nb7);
   await nb7.waitForTimeout(1000);
   await nb7.screenshot({ path: `${SHOTS}/panel-docked-notebook7.png` });
-  // the right side panel opened at ~280 px and cut the sliders, buttons and tabs: now it is
-  // widened for the panel, and what the user needs ends inside it
+  // the right side panel opened at ~280 px (284 measured) and cut the sliders, buttons and
+  // tabs: now it is widened for the panel (the panel's column needs ~430 px), and what the user
+  // needs ends inside it
   const dockBox = (await dock.boundingBox())!;
   console.log(`Notebook 7 dock: ${Math.round(dockBox.width)} px wide`);
-  expect(dockBox.width).toBeGreaterThanOrEqual(520);
+  expect(dockBox.width).toBeGreaterThanOrEqual(440);
   const right = dockBox.x + dockBox.width + 1;
   for (const item of [
     dock.locator('button', { hasText: 'Autotune' }).first(),
