@@ -107,16 +107,20 @@ class CompareView:
                                            "Compare tab shows the current config against it",
                                    layout=w.Layout(width="80px"))
         self.pin_button.on_click(lambda _b: self.pin())
-        self.unpin_button = w.Button(description="Unpin", layout=w.Layout(width="80px"),
+        self.unpin_button = w.Button(description="Unpin",
+                                     layout=w.Layout(width="80px", flex="0 0 auto"),
                                      disabled=True)
         self.unpin_button.on_click(lambda _b: self.unpin())
+        # in the tab's scrolling column nothing may shrink: a flex item squeezed to 0 px hid
+        # the status and the ratio above a tall static table (seen in the Galata screenshot)
+        keep = {"flex": "0 0 auto"}
         self.status = w.HTML(NOTHING_PINNED)
-        self.ratio = w.HTML()
-        self.static = w.HTML()
-        self.lines = w.HTML()
+        self.ratio = w.HTML(layout=w.Layout(**keep))
+        self.static = w.HTML(layout=w.Layout(**keep))
+        self.lines = w.HTML(layout=w.Layout(**keep))
         self.a_src = ColumnDataSource({"left": [], "right": [], "top": []})
         self.b_src = ColumnDataSource({"left": [], "right": [], "top": []})
-        f = figure(height=190, title="interleaved runs: A pinned, B current",
+        f = figure(height=230, title="interleaved runs: A pinned, B current",
                    x_range=Range1d(0, 1), y_range=Range1d(0, 1), x_axis_label="time",
                    y_axis_label="runs", toolbar_location=None)
         for src, colour, label in ((self.a_src, A_COLOUR, "A pinned"),
@@ -130,7 +134,8 @@ class CompareView:
         # above says why there is none)
         f.visible = False
         self.fig = f
-        self.head = w.VBox([w.HBox([self.status, self.unpin_button]), self.ratio])
+        self.head = w.VBox([w.HBox([self.status, self.unpin_button]), self.ratio],
+                           layout=w.Layout(**keep))
         self._want: tuple[Config, Config] | None = None
         self._busy = False
         self._cv = threading.Condition()

@@ -236,6 +236,10 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   await expect(ratio).toContainText('B / A =', { timeout: 180000 });
   await expect(ratio).toContainText('95% CI');
   await expect(ratio.locator('.ktune-host-time')).toContainText('host time (not GPU time)');
+  // seen, not only in the page: a squeezed flex item once hid them above the static table
+  await status.scrollIntoViewIfNeeded();
+  await expect(status).toBeVisible();
+  await expect(ratio).toBeVisible();
   // both run-time distributions are drawn, each from its own interleaved runs
   const bins = await page.evaluate(() => {
     for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
