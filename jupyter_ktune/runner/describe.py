@@ -18,15 +18,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tuning.pool_warm import start_pool_at_parse
 
 DESCRIBE_TIMEOUT_S = 300.0  # a package's first import from a cold disk, a slow file system
 MODULE_PHASE = "kernel module import"  # the describe request: the cell's module in the worker
+
+#: called with (spec, device) once the worker has said which device it has and before it reads
+#: the cell's module: the notebook layer appends the compile pool's start there
+#: (``ui.start``), so the pool imports the module beside the worker; the core knows no pool
+DEVICE_KNOWN: list[Callable[[KernelSpec, Any], Any]] = []
 
 _cold: dict[tuple[int, str, str], dict[str, float]] = {}
 _cold_lock = threading.Lock()
@@ -47,7 +52,8 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
     try:
         device = worker.device(spec.backend)
         t1 = time.perf_counter()
-        start_pool_at_parse(spec, device)  # the pool imports the module beside the worker
+        for hook in DEVICE_KNOWN:  # the notebook layer starts the compile pool here (ui.start)
+            hook(spec, device)
         # the cell without the user's functions: the worker unpickles no inputs() at parse
         bare = replace(spec, inputs=None, reference=None, compare=None)
         kind, value = worker.request(("describe", bare), timeout)
