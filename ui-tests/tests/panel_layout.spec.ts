@@ -240,6 +240,11 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   await status.scrollIntoViewIfNeeded();
   await expect(status).toBeVisible();
   await expect(ratio).toBeVisible();
+  // and shown under the tab bar, not scrolled away above the figure
+  const bar = (await panel.locator('.ktune-tabs .lm-TabBar').first().boundingBox())!;
+  const shown = (await status.boundingBox())!;
+  console.log(`compare status top ${Math.round(shown.y)}, tab bar bottom ${Math.round(bar.y + bar.height)}`);
+  expect(shown.y).toBeGreaterThanOrEqual(bar.y + bar.height - 2);
   // both run-time distributions are drawn, each from its own interleaved runs
   const bins = await page.evaluate(() => {
     for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
