@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,21 @@ def heavy_reference(x, y, n):
     return s.astype(np.float32)
 
 
+def triton_mm_spec(size: int) -> Any:
+    """The Triton cell at M = N = K = ``size`` (fp32 inputs, a TF32 dot: --reduction K)."""
+    from jupyter_ktune.spec import parse_cell
+
+    def mm_inputs() -> dict[str, Any]:
+        a = np.random.randn(size, size).astype(np.float32)
+        b = np.random.randn(size, size).astype(np.float32)
+        return dict(a=a, b=b, c=np.empty((size, size), dtype=np.float32), M=size, N=size,
+                    K=size)
+
+    return parse_cell(f"mm --backend triton --inputs inputs --reference reference --out c "
+                      f"--reduction {size}", TRITON,
+                      {"inputs": mm_inputs, "reference": lambda a, b, c, M, N, K: a @ b})
+
+
 def main() -> None:
     from jupyter_ktune.api import run_kernel
     from jupyter_ktune.runner.client import DeviceWorker
@@ -94,20 +110,11 @@ def main() -> None:
         x = np.random.rand(n).astype(np.float32)
         return dict(x=x, y=np.empty_like(x), n=n)
 
-    def mm_inputs():
-        M = N = K = size
-        a = np.random.randn(M, K).astype(np.float32)
-        b = np.random.randn(K, N).astype(np.float32)
-        return dict(a=a, b=b, c=np.empty((M, N), dtype=np.float32), M=M, N=N, K=K)
-
     cells = [
         ("cuda", parse_cell("heavy --backend cuda --inputs inputs --reference reference "
                             "--out y --rtol 1e-3 --atol 1e-3", CUDA,
                             {"inputs": heavy_inputs, "reference": heavy_reference})),
-        ("triton", parse_cell("mm --backend triton --inputs inputs --reference reference "
-                              f"--out c --reduction {size}", TRITON,
-                              {"inputs": mm_inputs,
-                               "reference": lambda a, b, c, M, N, K: a @ b})),
+        ("triton", triton_mm_spec(size)),
     ]
     rows = []
     with DeviceWorker() as worker:

@@ -36,8 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
@@ -97,20 +95,6 @@ def attn_spec(fp8: bool) -> Any:
     return attn.spec_for(4096, 128, 0, body_edit=lambda b: with_prefix_line(b, "//"), fp8=fp8)
 
 
-def triton_mm_spec(size: int = 2048) -> Any:
-    from jupyter_ktune import parse_cell
-
-    def inputs() -> dict[str, Any]:
-        a = np.random.randn(size, size).astype(np.float32)
-        b = np.random.randn(size, size).astype(np.float32)
-        return dict(a=a, b=b, c=np.empty((size, size), dtype=np.float32), M=size, N=size,
-                    K=size)
-
-    return parse_cell(f"mm --backend triton --inputs inputs --reference reference --out c "
-                      f"--reduction {size}", controls.TRITON,
-                      {"inputs": inputs, "reference": lambda a, b, c, M, N, K: a @ b})
-
-
 #: case -> (title, spec maker, config A, config B); B differs from A in one compiler control
 CASES = {
     "gemm": ("WGMMA GEMM 8192^3 bf16", gemm_spec, dict(GEMM_BEST, name_prefix=""),
@@ -126,7 +110,7 @@ CASES = {
     "triton-attn-fp8": ("Triton attention fp8 D128 N4096", lambda: triton_attn_spec(True),
                         dict(TRITON_ATTN_BEST, name_prefix=""),
                         dict(TRITON_ATTN_BEST, name_prefix="cutlass_")),
-    "triton-mm": ("Triton matmul 2048^3", triton_mm_spec,
+    "triton-mm": ("Triton matmul 2048^3", lambda: controls.triton_mm_spec(2048),
                   dict(BLOCK=128, maxnreg=255, num_warps=4, name_prefix=""),
                   dict(BLOCK=128, maxnreg=255, num_warps=4, name_prefix="cutlass_")),
     **{f"gemm-maxrreg{r}": (f"WGMMA GEMM 8192^3 bf16, -maxrregcount={r}",

@@ -141,12 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(from_json(args.from_json), h200))
         return 0
 
+    versions = toolchain_versions()  # read once: the packages do not change during the run
+
     def each(done: list) -> None:
         o = done[-1]
         print(f"{o.id:28} {o.status:16} changed={o.changed} {o.reason[:150]}", flush=True)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"versions": toolchain_versions(),
+            args.json.write_text(json.dumps({"versions": versions,
                                              "outcomes": [asdict(o) for o in done]}, indent=1))
 
     outcomes = run(args.only.split(",") if args.only else None, each=each)
