@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import pickle
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda_tools import needs_nvcc
 
 from jupyter_ktune.compiler_controls import rename_cxx, rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError
@@ -111,7 +111,6 @@ def test_a_pipeline_renames_every_stage():
 
 
 # -- CUDA C++: nvcc for sm_90, no GPU ----------------------------------------------------------
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
 
 @needs_nvcc
