@@ -267,4 +267,38 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   await status.scrollIntoViewIfNeeded(); // the tab scrolls: its head (the ratio) first
   await page.waitForTimeout(1000);
   await page.screenshot({ path: `${SHOTS}/panel-compare-lab.png` });
+
+  // after a reload the live panel comes back on its Compare tab, with the comparison drawn
+  const errors = consoleErrors(page);
+  await page.waitForTimeout(1500); // the snapshot widget refreshes at most every 0.5 s
+  await page.notebook.save();
+  await page.evaluate(() => location.reload());
+  const again = page.locator('.jp-ktune-panel').first();
+  await expect(tab(again, 'Compare')).toHaveClass(/lm-mod-current/, { timeout: 60000 });
+  await expect(again.locator('.ktune-compare-ratio')).toContainText('B / A =', { timeout: 60000 });
+  await page.waitForTimeout(2000);
+  expect(errors.filter(e => /Failed to create view|reading 'require'/.test(e))).toEqual([]);
+  await again.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: `${SHOTS}/panel-compare-after-reload-lab.png` });
+});
+
+test('Notebook 7: Pin, then a slider move, and the Compare tab shows both configs and the ratio', async ({
+  page,
+  tmpPath,
+  baseURL
+}) => {
+  const nb7 = await runInNotebook7(page, tmpPath, baseURL, { width: 1280, height: 800 });
+  const panel = nb7.locator('.jp-ktune-panel').first();
+  await panel.locator('button', { hasText: /^\s*Pin\s*$/ }).click();
+  await moveSlider(nb7, panel, 'BLOCK');
+  await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
+  await settled(nb7);
+  await tab(panel, 'Compare').click();
+  const status = panel.locator('.ktune-compare-status');
+  await expect(status.locator('code').nth(1)).toContainText('BLOCK=256', { timeout: 60000 });
+  await expect(panel.locator('.ktune-compare-ratio')).toContainText('B / A =', { timeout: 180000 });
+  await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await nb7.waitForTimeout(1000);
+  await nb7.screenshot({ path: `${SHOTS}/panel-compare-notebook7.png` });
+  await nb7.close();
 });
