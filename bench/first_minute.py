@@ -103,6 +103,19 @@ def cells() -> dict[str, tuple[str, str, Any, Any]]:
     return out
 
 
+def cell(name: str) -> tuple[str, str, Any, Any]:
+    """One kernel's cell: the three above, or any corpus entry by id (its own cell, as
+    ``bench/corpus_vs_autotune.py`` sweeps the corpus kernels that carry an autotune list)."""
+    known = cells()
+    if name in known:
+        return known[name]
+    from corpus.entries import BY_ID
+
+    entry = BY_ID[name]
+    line, body, _changed = entry.cell()
+    return line + " -o panel", body, entry.inputs, entry.reference
+
+
 # -- one fresh process per side -----------------------------------------------------------
 def since_spawn() -> float:
     return time.time() - float(os.environ.get(T0_ENV, time.time()))
@@ -117,14 +130,16 @@ def notebook_side(name: str, sweep: bool) -> dict:
     marks["IPython shell"] = since_spawn()
     shell.run_line_magic("load_ext", "jupyter_ktune")
     marks["%load_ext jupyter_ktune"] = since_spawn()
-    line, body, inputs, reference = cells()[name]
+    line, body, inputs, reference = cell(name)
     shell.user_ns.update(inputs=inputs, reference=reference)
     marks["inputs cell"] = since_spawn()
     spans = trace_cell()
     out = shell.run_cell_magic("kernel", line, body)
     marks["%%kernel cell: first result shown"] = since_spawn()
     panel = shell.user_ns.get("panel", out)
-    first = panel.result if hasattr(panel, "result") else panel
+    # what the cell shows (a static report that follows the result is not waited for: the
+    # user presses Autotune once the first result is there)
+    first = panel.shown() if hasattr(panel, "shown") else panel
     row: dict[str, Any] = {
         "first_result_s": marks["%%kernel cell: first result shown"],
         "first_status": first.status.value, "first_reason": (first.reason or "")[:300],
@@ -135,6 +150,7 @@ def notebook_side(name: str, sweep: bool) -> dict:
         "inside_cell_s": {k: round(v, 3) for k, v in spans.items()},
         "marks_s": {k: round(v, 3) for k, v in marks.items()}}
     if sweep and hasattr(panel, "tune"):
+        row["autotune_pressed_s"] = since_spawn()
         t0 = time.perf_counter()
         report = panel.tune("exhaustive", budget=max(1, panel.session.spec.space.size))
         wall = time.perf_counter() - t0
@@ -228,7 +244,7 @@ def kernel_tuner_side() -> dict:
 def _spec(name: str) -> Any:
     import jupyter_ktune
 
-    line, body, inputs, reference = cells()[name]
+    line, body, inputs, reference = cell(name)
     return jupyter_ktune.parse_cell(line, body, {"inputs": inputs, "reference": reference})
 
 
@@ -268,6 +284,64 @@ def med(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
+    """One kernel, each side a fresh process, interleaved (ktune, anchor, ktune, ...): the first
+    cell ``max(reps, cell_reps)`` times, the sweep and the anchor ``reps`` times; the rows and
+    their summary (medians, both ratios, both winners timed by ktune's protocol here)."""
+    cuda = n.startswith("kt-")
+    rows: dict[str, list[dict]] = {"ktune": [], "anchor": []}
+    for i in range(max(reps, cell_reps)):
+        sweep = i < reps
+        rows["ktune"].append(spawn("notebook", n, *([] if sweep else ["--no-sweep"])))
+        print(n, "ktune", i, json.dumps({k: v for k, v in rows["ktune"][-1].items()
+                                         if k != "sweep_timeline"}, default=str)[:1500],
+              flush=True)
+        if i < reps:
+            rows["anchor"].append(spawn("kerneltuner" if cuda else "autotune", n, timeout=400))
+            print(n, "anchor", i, json.dumps(rows["anchor"][-1], default=str)[:800], flush=True)
+    k, t = rows["ktune"], rows["anchor"]
+    swept = [r for r in k if "sweep_wall_s" in r]
+    winner = next((r["winner"] for r in swept if r.get("winner")), None)
+    theirs = next((r["winner"] for r in t if r.get("winner")), None)
+    summary = {
+        "first_result_s": med(k, "first_result_s"),
+        "first_result_all_s": [r.get("first_result_s") for r in k],
+        "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
+        "sweep_wall_s": med(swept, "sweep_wall_s"),
+        "sweep_configs": med(swept, "sweep_configs"),
+        "ktune_fresh_total_s": med(swept, "fresh_total_s"),
+        "anchor_call_s": med(t, "call_s") if not cuda else None,
+        "anchor_fresh_total_s": med(t, "fresh_total_s"),
+        "winner": winner, "anchor_winner": theirs,
+        "winner_ms_by_ktune": same_method(n, winner),
+        "anchor_winner_ms_by_ktune": same_method(n, theirs)}
+    if summary["anchor_call_s"] and summary["sweep_wall_s"]:
+        summary["notebook_order_ratio"] = summary["anchor_call_s"] / summary["sweep_wall_s"]
+    if summary["anchor_fresh_total_s"] and summary["ktune_fresh_total_s"]:
+        summary["fresh_ratio"] = summary["anchor_fresh_total_s"] / summary["ktune_fresh_total_s"]
+    print(n, "summary", json.dumps(summary, default=str), flush=True)
+    return {"summary": summary, **rows}
+
+
+def _num(x: Any, w: int, p: int = 2) -> str:
+    return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+
+
+def print_table(out: dict) -> None:
+    """The short table of :func:`compare_kernel` summaries, last."""
+    print(f"\n{'kernel':16} {'1st cell s':>10} {'autotune 1st s':>14} {'sweep s':>8} "
+          f"{'anchor s':>8} {'nb ratio':>8} {'fresh k/a s':>13} {'fresh ratio':>11}  winners us")
+    for n, r in out["kernels"].items():
+        s = r["summary"]
+        print(f"{n:16} {_num(s['first_result_s'], 10)} {_num(s['autotune_first_ok_s'], 14)} "
+              f"{_num(s['sweep_wall_s'], 8)} {_num(s['anchor_call_s'], 8)} "
+              f"{_num(s.get('notebook_order_ratio'), 8)} "
+              f"{_num(s['ktune_fresh_total_s'], 6, 1)}/{_num(s['anchor_fresh_total_s'], 6, 1)} "
+              f"{_num(s.get('fresh_ratio'), 11)}  "
+              f"{_num((s['winner_ms_by_ktune'] or 0) * 1e3, 1, 1)} / "
+              f"{_num((s['anchor_winner_ms_by_ktune'] or 0) * 1e3, 1, 1)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--side", nargs=2, metavar=("SIDE", "NAME"), help=argparse.SUPPRESS)
@@ -295,58 +369,11 @@ def main() -> int:
         return 0
     out: dict[str, Any] = {"kernels": {}}
     for n in names:
-        cuda = n.startswith("kt-")
-        rows = {"ktune": [], "anchor": []}
-        for i in range(max(a.reps, a.cell_reps)):  # interleaved: ktune, anchor, ktune, ...
-            sweep = i < a.reps
-            rows["ktune"].append(spawn("notebook", n, *([] if sweep else ["--no-sweep"])))
-            print(n, "ktune", i, json.dumps({k: v for k, v in rows["ktune"][-1].items()
-                                             if k != "sweep_timeline"}, default=str)[:1500],
-                  flush=True)
-            if i < a.reps:
-                rows["anchor"].append(spawn("kerneltuner" if cuda else "autotune", n,
-                                            timeout=400))
-                print(n, "anchor", i, json.dumps(rows["anchor"][-1], default=str)[:800],
-                      flush=True)
-        k, t = rows["ktune"], rows["anchor"]
-        swept = [r for r in k if "sweep_wall_s" in r]
-        winner = next((r["winner"] for r in swept if r.get("winner")), None)
-        theirs = next((r["winner"] for r in t if r.get("winner")), None)
-        summary = {
-            "first_result_s": med(k, "first_result_s"),
-            "first_result_all_s": [r.get("first_result_s") for r in k],
-            "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
-            "sweep_wall_s": med(swept, "sweep_wall_s"),
-            "ktune_fresh_total_s": med(swept, "fresh_total_s"),
-            "anchor_call_s": med(t, "call_s") if not cuda else None,
-            "anchor_fresh_total_s": med(t, "fresh_total_s"),
-            "winner": winner, "anchor_winner": theirs,
-            "winner_ms_by_ktune": same_method(n, winner),
-            "anchor_winner_ms_by_ktune": same_method(n, theirs)}
-        if summary["anchor_call_s"] and summary["sweep_wall_s"]:
-            summary["notebook_order_ratio"] = summary["anchor_call_s"] / summary["sweep_wall_s"]
-        if summary["anchor_fresh_total_s"] and summary["ktune_fresh_total_s"]:
-            summary["fresh_ratio"] = (summary["anchor_fresh_total_s"]
-                                      / summary["ktune_fresh_total_s"])
-        out["kernels"][n] = {"summary": summary, **rows}
-        print(n, "summary", json.dumps(summary, default=str), flush=True)
+        out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps)
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
             (a.out / "first_minute.json").write_text(json.dumps(out, indent=1, default=str))
-    print(f"\n{'kernel':16} {'1st cell s':>10} {'autotune 1st s':>14} {'sweep s':>8} "
-          f"{'anchor s':>8} {'nb ratio':>8} {'fresh k/a s':>13} {'fresh ratio':>11}  winners us")
-    for n, r in out["kernels"].items():
-        s = r["summary"]
-
-        def f(x: Any, w: int, p: int = 2) -> str:
-            return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
-        print(f"{n:16} {f(s['first_result_s'], 10)} {f(s['autotune_first_ok_s'], 14)} "
-              f"{f(s['sweep_wall_s'], 8)} {f(s['anchor_call_s'], 8)} "
-              f"{f(s.get('notebook_order_ratio'), 8)} "
-              f"{f(s['ktune_fresh_total_s'], 6, 1)}/{f(s['anchor_fresh_total_s'], 6, 1)} "
-              f"{f(s.get('fresh_ratio'), 11)}  "
-              f"{f((s['winner_ms_by_ktune'] or 0) * 1e3, 1, 1)} / "
-              f"{f((s['anchor_winner_ms_by_ktune'] or 0) * 1e3, 1, 1)}")
+    print_table(out)
     return 0
 
 
