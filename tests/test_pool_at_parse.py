@@ -48,8 +48,8 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list:
     log: list = []
     monkeypatch.setattr(pool_warm, "compile_pool_size", lambda *a: 4)
     monkeypatch.setattr(pool_warm, "shared_pool", lambda n, backend: ("pool", n, backend))
-    monkeypatch.setattr(pool_warm, "preload_pool",
-                        lambda pool, spec: log.append(("preload", pool, spec.name)))
+    monkeypatch.setattr(pool_warm, "preload_pool", lambda pool, spec, processes=None:
+                        log.append(("preload", pool, spec.name, processes)))
     monkeypatch.setattr(pool_warm, "hints_for", lambda pool, spec: log.append("hints"))
     return log
 
@@ -57,9 +57,29 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list:
 def test_the_pool_imports_the_module_before_the_worker_reads_the_autotune_list(events):
     spec = parse_cell("double --backend triton", CELL, {})
     describe.describe_in_worker(spec, Worker(events, (9, 0)))
-    assert events == ["device", ("preload", ("pool", 4, "triton"), "double"), "describe"]
-    # the argument types need the complete space: not read at parse
-    assert "hints" not in events
+    # a few processes import the module beside the worker (all of them slowed the worker's
+    # own import by 3-4 s); the argument types need the complete space: not read at parse
+    assert events == ["device", ("preload", ("pool", 4, "triton"), "double",
+                                 pool_warm.PARSE_PRELOADERS), "describe"]
+    assert 1 <= pool_warm.PARSE_PRELOADERS < 4
+
+
+def test_the_panel_then_has_every_pool_process_import_the_module(events):
+    spec = parse_cell("double --backend triton", CELL, {})
+    device = SimpleNamespace(available=True, compute_capability=(9, 0))
+    pool_warm.warm_pool(spec, device)
+    assert events == ["hints", ("preload", ("pool", 4, "triton"), "double", None)]
+
+
+def test_preload_pool_sends_two_tasks_per_asked_process():
+    from jupyter_ktune.tuning import runners
+
+    sent = []
+    pool = SimpleNamespace(_max_workers=15, submit=lambda fn, blob: sent.append(fn))
+    spec = parse_cell("double --backend triton", CELL, {})
+    assert len(runners.preload_pool(pool, spec, 2)) == 4
+    assert len(runners.preload_pool(pool, spec)) == 30
+    assert len(runners.preload_pool(pool, spec, 99)) == 30
 
 
 def test_no_pool_where_no_gpu_runs_the_variants(events):

@@ -63,6 +63,14 @@ def read_hints(future: Future | None) -> Any:
         return None
 
 
+#: Pool processes that import the cell's module at parse, beside the device worker's import.
+#: All 15 at once slowed the worker's own import (the first result) by 3-4 s: fla's modules
+#: 12.0-15.9 s in the worker against 8.0 s in a lone process on the same H200
+#: (bench/results/corpus_vs_autotune/2026-12-04-1959). Two are enough for Autotune's first
+#: results; :func:`warm_pool` has the rest import it once the worker has.
+PARSE_PRELOADERS = 2
+
+
 def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
     """Start the compile pool while the device worker still reads the cell's module at parse
     (:mod:`jupyter_ktune.runner.describe`), and have its processes import that module too.
@@ -70,12 +78,13 @@ def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor
     Once the worker imported the kernel's package at parse, the first result came 3-4 s after
     the pool started, and each pool process then paid the same import (fla, liger: 7-9 s on a
     cold H200 process), so Autotune's first result waited 7.2-11.8 s after the press (run
-    first_minute/2026-12-04-1554). Started here, the imports run beside the worker's. The
-    argument types are not read yet: the spec's space is not complete before the describe
-    answers; :func:`warm_pool` sends that task with the complete spec."""
+    first_minute/2026-12-04-1554). Started here, the imports run beside the worker's, in
+    :data:`PARSE_PRELOADERS` processes only. The argument types are not read yet: the spec's
+    space is not complete before the describe answers; :func:`warm_pool` sends that task with
+    the complete spec."""
     pool = _pool_for(spec, device)
     if pool is not None:
-        preload_pool(pool, spec)
+        preload_pool(pool, spec, PARSE_PRELOADERS)
     return pool
 
 

@@ -144,11 +144,14 @@ def preload(blob: bytes) -> float:
     return preload_here(cloudpickle.loads(blob))
 
 
-def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> list[Future]:
-    """Ask every process of ``pool`` to preload ``spec``: twice as many tasks as processes, so
-    each takes one while the others import (a process that has it returns at once)."""
+def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
+                 processes: int | None = None) -> list[Future]:
+    """Ask every process of ``pool`` (or about ``processes`` of them) to preload ``spec``: twice
+    as many tasks as processes, so each takes one while the others import (a process that has
+    it returns at once)."""
     blob = cloudpickle.dumps(spec)
-    return [pool.submit(preload, blob) for _ in range(2 * pool._max_workers)]  # noqa: SLF001
+    n = pool._max_workers if processes is None else min(processes, pool._max_workers)  # noqa: SLF001
+    return [pool.submit(preload, blob) for _ in range(2 * n)]
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any,
