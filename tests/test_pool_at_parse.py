@@ -3,9 +3,10 @@
 Once the worker read a Triton cell's ``@triton.autotune`` list at parse (importing the kernel's
 package there), the pool started only 3-4 s before the first result, and its processes' own
 import of the package (7-9 s for fla or liger on the H200) held Autotune's first result back
-7.2-11.8 s after the press (bench/results/first_minute/2026-12-04-1554, in the history at faf832e). The pool's processes
-now import the module while the worker does (a hook the notebook layer, ``ui.start``, registers:
-the core knows no pool); a machine without a GPU starts no pool.
+7.2-11.8 s after the press (bench/results/first_minute/2026-12-04-1554, in the history at
+faf832e). The pool's processes now import the module while the worker does (a hook the
+notebook layer, ``ui.start``, registers: the core knows no pool); a machine without a GPU
+starts no pool.
 """
 
 from __future__ import annotations

@@ -79,9 +79,9 @@ def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor
     the pool started, and each pool process then paid the same import (fla, liger: 7-9 s on a
     cold H200 process), so Autotune's first result waited 7.2-11.8 s after the press (run
     first_minute/2026-12-04-1554, in the history at faf832e). Started here, the imports run
-    beside the worker's, in :data:`PARSE_PRELOADERS` processes only. The argument types are not read yet: the spec's
-    space is not complete before the describe answers; :func:`warm_pool` sends that task with
-    the complete spec."""
+    beside the worker's, in :data:`PARSE_PRELOADERS` processes only. The argument types are
+    not read yet: the spec's space is not complete before the describe answers;
+    :func:`warm_pool` sends that task with the complete spec."""
     pool = _pool_for(spec, device)
     if pool is not None:
         preload_pool(pool, spec, PARSE_PRELOADERS)
