@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.compiler_controls import rename_cxx, rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import parse_cell
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from compiler_controls import HEAVY_BODY, MM_BODY  # noqa: E402 - the cells the GPU bench runs

@@ -19,13 +19,13 @@ from cuda_tools import needs_nvcc
 from nvrtc_wheel import load_nvrtc, nvrtc_compile
 from test_archcubin import FakeRawModule, backend, h200  # noqa: F401 - fixtures
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.backends.cuda import archcubin
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.source import macro_defines, parse_signature, static_source
 from jupyter_ktune.backends.cuda.templates import type_arguments
-from jupyter_ktune.spec import parse_cell
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from one_build import HEAD, IDIOMS  # noqa: E402 - the cells the GPU bench runs too

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_panel import LINE, NS, SRC
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.render import run_result_html
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
 
 

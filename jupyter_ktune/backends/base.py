@@ -167,4 +167,29 @@ class ScopeProfiler(Protocol):
         """
 
 
+class BackendBase:
+    """The facts a backend may leave out, declared once with their defaults.
+
+    Every backend subclasses this, so the code outside ``backends/`` reads ``backend.comment``
+    instead of asking whether the name is ``"cuda"``: a new backend changes a default here by
+    overriding it in its own class, and no other file.
+    """
+
+    #: The comment that starts a ``ktune:`` directive line in this backend's cells.
+    comment: ClassVar[str] = "#"
+    #: Whether the cell may carry the CUDA C++ directives (``include``, ``pipeline``,
+    #: ``T = float``): the model (:mod:`jupyter_ktune.spec`) refuses them elsewhere.
+    cxx_directives: ClassVar[bool] = False
+
+    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any],
+               describe: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:
+        """At parse, in the notebook: the spec with what the kernel itself says folded in.
+
+        ``describe(spec)`` is this backend's own ``describe``, answered by the device worker
+        (handed in by the API layer, so the backend never calls the runner). The default: the
+        cell says everything itself.
+        """
+        return spec
+
+
 BackendFactory = Callable[[], Backend]

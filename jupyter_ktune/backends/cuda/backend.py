@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import (
     COMPILE_ONLY_ENV,
+    BackendBase,
     DeviceInfo,
     Variant,
     device_limits,
@@ -85,10 +86,12 @@ NO_GPU = ("no NVIDIA GPU here: a CUDA C++ kernel runs only on a machine with one
 _BUILDS_KEPT = 64
 
 
-class CudaBackend:
+class CudaBackend(BackendBase):
     """The ``--backend cuda`` implementation."""
 
     name: ClassVar[str] = "cuda"
+    comment: ClassVar[str] = "//"
+    cxx_directives: ClassVar[bool] = True
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""

@@ -65,7 +65,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.base import BackendBase, DeviceInfo, Variant
 from jupyter_ktune.backends.pallas.cell import (
     Target,
     cell_failure,
@@ -91,7 +91,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.variant_key import variant_key
 
 
-class PallasBackend:
+class PallasBackend(BackendBase):
     """The ``--backend pallas`` implementation."""
 
     name: ClassVar[str] = "pallas"

@@ -31,7 +31,13 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
+from jupyter_ktune.backends.base import (
+    COMPILE_ONLY_ENV,
+    DEFAULT_LIMITS,
+    BackendBase,
+    DeviceInfo,
+    Variant,
+)
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
@@ -79,7 +85,7 @@ INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
 _STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
 
 
-class TritonBackend:
+class TritonBackend(BackendBase):
     """The ``--backend triton`` implementation."""
 
     name: ClassVar[str] = "triton"
@@ -95,14 +101,15 @@ class TritonBackend:
     def check(self, spec: KernelSpec) -> None:  # host side, no triton import: check_cell
         check_cell(spec)
 
-    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any]) -> KernelSpec:
+    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any],
+               describe: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:
         """At parse time, on the notebook side: the jit helpers of earlier cells that the cell
         uses (:mod:`.helpers`), and the kernel's ``@triton.autotune`` list as tunables
-        (:mod:`.describe`)."""
+        (:mod:`.describe`, read by ``describe``: the worker's answer to :meth:`describe`)."""
         helpers = notebook_helpers(spec.source, namespace)
         if helpers:
             spec = dataclasses.replace(spec, helpers=helpers)
-        return expand_autotune(spec)
+        return expand_autotune(spec, describe)
 
     def describe(self, spec: KernelSpec) -> dict[str, Any]:
         """In the worker, at parse: the module's ``@triton.autotune`` list (:mod:`.describe`)."""
