@@ -65,7 +65,7 @@ def gpu_backend(h200: CudaBackend) -> CudaBackend:  # noqa: F811 - the imported 
 def test_the_run_loads_the_static_reports_cubin_built_once(gpu_backend: CudaBackend,
                                                            monkeypatch) -> None:
     """A cell with M_PI runs from nvcc's cubin, and the report and the run share one nvcc."""
-    from jupyter_ktune.measure import static
+    from jupyter_ktune.backends.cuda import static
 
     calls = []
     real = static.compile_static

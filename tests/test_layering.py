@@ -173,6 +173,29 @@ def test_measure_imports_no_backend(mods) -> None:
         + "\n".join(bad)
 
 
+#: Runtimes one backend owns. ``torch`` is not among them: the on-device output checks
+#: (``verify_device``, ``integrity``) compare torch tensors for every backend that hands them.
+BACKEND_RUNTIMES = frozenset({"cupy", "cuda", "triton", "jax", "jaxlib"})
+
+
+def test_measure_runs_no_backends_compiler_or_runtime(mods) -> None:
+    # nvcc (the CUDA C++ static report) and CuPy (the ceilings' probe) are backends' own
+    bad = []
+    for m in mods.values():
+        if not m.name.startswith("jupyter_ktune.measure"):
+            continue
+        for node in _runtime_nodes(ast.parse(m.path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            bad += [f"{_where(m, node.lineno)}: imports {n}" for n in names
+                    if n.split(".")[0] in BACKEND_RUNTIMES]
+            if isinstance(node, ast.Constant) and node.value == "nvcc":
+                bad.append(f"{_where(m, node.lineno)}: runs nvcc")
+    assert not bad, "measure/ is shared by every backend; move this into the backend:\n" \
+        + "\n".join(bad)
+
+
 def test_no_private_name_crosses_a_module(mods) -> None:
     bad = [f"{_where(m, line)}: {what}" for m in mods.values() for line, what in m.private]
     assert not bad, "make the name public or move the code:\n" + "\n".join(bad)

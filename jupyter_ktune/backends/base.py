@@ -58,6 +58,10 @@ class DeviceInfo:
     limits: Mapping[str, int] = field(default_factory=dict)
     driver: str | None = None
     toolchain: Mapping[str, str] = field(default_factory=dict)
+    #: How the roofline's ceilings of this device are measured, run in the worker by
+    #: :mod:`jupyter_ktune.measure.ceilings` (a module-level function: it travels by
+    #: reference); None: none (CPU, interpreter), and the roofline says so.
+    measure_ceilings: Callable[[], Mapping[str, Any] | None] | None = None
 
 
 def device_limits(device: DeviceInfo) -> dict[str, int]:

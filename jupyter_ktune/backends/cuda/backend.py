@@ -69,6 +69,7 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.compiler_controls import check_controls, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
@@ -147,6 +148,7 @@ class CudaBackend(BackendBase):
             start_warming()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
+                          measure_ceilings=measure_ceilings,
                           toolchain={"cupy": cupy.__version__,
                                      "cuda_runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
                                      "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))})
@@ -163,7 +165,8 @@ class CudaBackend(BackendBase):
                     extra_defines: Mapping[str, str] | None = None) -> Any:
         """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
         cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
-        from jupyter_ktune.measure.static import CompileError, compile_static, in_sweep_pool
+        from jupyter_ktune.backends.cuda.static import CompileError, compile_static
+        from jupyter_ktune.measure.static import in_sweep_pool
 
         spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in the source
         flags = ("-std=c++17", *nvcc_flags(spec, config))

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import BackendBase, DeviceInfo, Variant
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.pallas.cell import (
     Target,
     cell_failure,
@@ -151,7 +152,7 @@ class PallasBackend(BackendBase):
 
             driver = driver_version()
         return DeviceInfo(True, t.name, compute_capability=t.compute_capability, limits=limits,
-                          driver=driver, toolchain=toolchain)
+                          driver=driver, toolchain=toolchain, measure_ceilings=measure_ceilings)
 
     def _variant(self, spec: KernelSpec, config: Config) -> PallasVariant:
         """Build (once per variant key and config, shared by compile and the static thread)."""

@@ -39,6 +39,7 @@ from jupyter_ktune.backends.base import (
     Variant,
 )
 from jupyter_ktune.backends.cache_folder import CacheFolderError
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton import static as ts
@@ -154,7 +155,8 @@ class TritonBackend(BackendBase):
             # config's verification in a fresh worker (sweep_profile/2026-12-01-2309)
             start_warming()
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
-                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda})
+                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda},
+                          measure_ceilings=measure_ceilings)
 
     def device(self) -> DeviceInfo:
         """Describe the GPU, or the interpreter on a CPU machine."""
