@@ -61,6 +61,11 @@ class CellSyntax(Protocol):
     comment: str
     #: Whether the CUDA C++ directives (``include``, ``pipeline``, ``T = float``) are its own.
     cxx_directives: bool
+    #: Whether the cell is Python, so ``--from module:kernel`` can read it.
+    python_cells: bool
+    #: The compiler controls it takes, and its language as messages name it.
+    compiler_controls: frozenset[str]
+    language: str
 
 
 @dataclass(frozen=True)
@@ -271,7 +276,7 @@ def read_cell(line: str, body: str, namespace: Mapping[str, Any],
     if args.origin:
         from jupyter_ktune.from_package import read_kernel
 
-        package_source, origin, kernel = read_kernel(args.origin, args.backend)
+        package_source, origin, kernel = read_kernel(args.origin, args.backend, backends)
         args.name = args.name or kernel
     if not args.name:
         raise CellError("magic line: the kernel's name is missing", line=1,
@@ -329,7 +334,8 @@ def read_cell(line: str, body: str, namespace: Mapping[str, Any],
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source, smem_tile=smem_tile)
-    check_controls(spec)  # name_prefix, nvcc_flags, maxnreg: where they work, their values
+    # name_prefix, nvcc_flags, maxnreg: where they work, their values
+    check_controls(spec, backends)
     for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
         check_constant(what, getattr(spec, what))
     return spec

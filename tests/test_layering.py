@@ -196,6 +196,55 @@ def test_measure_runs_no_backends_compiler_or_runtime(mods) -> None:
         + "\n".join(bad)
 
 
+#: The built-in backends: the packages under backends/ with a backend.py.
+BUILT_IN = frozenset(p.name for p in (PACKAGE / "backends").iterdir()
+                     if (p / "backend.py").is_file())
+#: Where a built-in backend's word is another thing's name, so it stays. Each is a Python
+#: module's or a user-chosen format's name, not a question about a cell's backend:
+NOT_A_BACKEND = {
+    # the pip table is keyed by import name (the module triton, which the Triton backend
+    # imports), and the backends import this table, so it cannot ask them
+    ("jupyter_ktune/requirements.py", "triton"),
+    # the folder of the triton package, where its bundled ptxas and cuobjdump live
+    ("jupyter_ktune/toolchain.py", "triton"),
+    # the module name in ``triton.cdiv(n, BLOCK)`` that grid expressions accept
+    ("jupyter_ktune/expr.py", "triton"),
+    # export format names a user picks (report.export("triton"): a @triton.autotune list,
+    # "pallas": a block-size table); the exporters read TuneReports, so they live in tuning/,
+    # which backends/ may not import
+    ("jupyter_ktune/tuning/export.py", "triton"),
+    ("jupyter_ktune/tuning/export.py", "pallas"),
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, kinds) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def test_no_code_outside_backends_names_a_builtin_backend(mods) -> None:
+    # a new backend changes a default on BackendBase in its own class; code that asks
+    # `backend == "cuda"` would need an edit for it (issue 37)
+    assert BUILT_IN == {"cuda", "pallas", "triton"}  # the scan sees the backends
+    bad, used = [], set()
+    for m in mods.values():
+        if m.name.startswith("jupyter_ktune.backends"):
+            continue
+        tree = ast.parse(m.path.read_text())
+        docs = _docstrings(tree)
+        rel = str(m.path.relative_to(PACKAGE.parent))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in BUILT_IN
+                    and id(node) not in docs):
+                if (rel, node.value) in NOT_A_BACKEND:
+                    used.add((rel, node.value))
+                else:
+                    bad.append(f"{_where(m, node.lineno)}: {node.value!r}")
+    assert not bad, "ask the backend's facts (backends/base.py BackendBase):\n" + "\n".join(bad)
+    assert used == NOT_A_BACKEND, f"no longer needed: {NOT_A_BACKEND - used}"
+
+
 def test_no_private_name_crosses_a_module(mods) -> None:
     bad = [f"{_where(m, line)}: {what}" for m in mods.values() for line, what in m.private]
     assert not bad, "make the name public or move the code:\n" + "\n".join(bad)

@@ -31,13 +31,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import (
-    COMPILE_ONLY_ENV,
-    DEFAULT_LIMITS,
-    BackendBase,
-    DeviceInfo,
-    Variant,
-)
+from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.torch_interop import start_warming
@@ -52,6 +46,7 @@ from jupyter_ktune.backends.triton.config_arguments import (
 from jupyter_ktune.backends.triton.decorators import apply_heuristics, param_default, unwrap
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source, read_autotune
+from jupyter_ktune.backends.triton.facts import TritonFacts
 from jupyter_ktune.backends.triton.given import as_constexpr
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.interpreter import (
@@ -72,7 +67,7 @@ from jupyter_ktune.backends.triton.module import (
 from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
-from jupyter_ktune.compiler_controls import with_name_prefix
+from jupyter_ktune.compiler_controls import rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
@@ -86,7 +81,7 @@ INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
 _STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
 
 
-class TritonBackend(BackendBase):
+class TritonBackend(TritonFacts):
     """The ``--backend triton`` implementation."""
 
     name: ClassVar[str] = "triton"
@@ -218,7 +213,7 @@ class TritonBackend(BackendBase):
     def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
         """The compile of ``config`` as a request a process can run: (its cache key, it); the
         argument types are the cell's, whatever name ``name_prefix`` gives the kernel."""
-        original, spec = spec, with_name_prefix(spec, config)
+        original, spec = spec, with_name_prefix(spec, config, rename=rename_python)
         sig = check_cell(spec)
         clock = time.perf_counter()
         module = self.module(spec)
@@ -329,7 +324,8 @@ class TritonBackend(BackendBase):
 
     def compile(self, spec: KernelSpec, config: Config) -> TritonVariant:
         """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
-        spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in its module
+        # name_prefix: the kernel renamed in its module
+        spec = with_name_prefix(spec, config, rename=rename_python)
         sig = check_cell(spec)
         check_launch_options(spec, LAUNCH_OPTIONS)
         try:  # the interpreter runs the Python: its report's compile is the run's business
