@@ -31,10 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.launch_geometry import check_constant
 from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
 from jupyter_ktune.space import Constraint, Space
 
@@ -63,9 +61,6 @@ class CellSyntax(Protocol):
     cxx_directives: bool
     #: Whether the cell is Python, so ``--from module:kernel`` can read it.
     python_cells: bool
-    #: The compiler controls it takes, and its language as messages name it.
-    compiler_controls: frozenset[str]
-    language: str
 
 
 @dataclass(frozen=True)
@@ -252,6 +247,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 def read_cell(line: str, body: str, namespace: Mapping[str, Any],
               backends: Mapping[str, CellSyntax], default_backend: str) -> KernelSpec:
     """Read a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`, before the
+    checks that need more than the model (compiler controls, constant launch sizes) and the
     backend's expansion: :func:`jupyter_ktune.api.parse_cell` is the whole parse.
 
     ``backends`` maps each name ``--backend`` may give to its :class:`CellSyntax` (the
@@ -334,10 +330,6 @@ def read_cell(line: str, body: str, namespace: Mapping[str, Any],
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source, smem_tile=smem_tile)
-    # name_prefix, nvcc_flags, maxnreg: where they work, their values
-    check_controls(spec, backends)
-    for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
-        check_constant(what, getattr(spec, what))
     return spec
 
 
