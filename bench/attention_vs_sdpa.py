@@ -35,7 +35,7 @@ import numpy as np
 if importlib.util.find_spec("jupyter_ktune") is None:  # a checkout, nothing installed: use it
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jupyter_ktune.spec import parse_cell  # noqa: E402
+from jupyter_ktune.api import parse_cell  # noqa: E402
 from jupyter_ktune.tuning.report import ratio_ci  # noqa: E402
 
 NB = Path(__file__).resolve().parent.parent / "examples" / "attention.ipynb"

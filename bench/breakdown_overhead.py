@@ -53,7 +53,7 @@ def part(fn):
 
 
 def cuda_spec(size: int, bk: int = 32):
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     def inputs(M=size, N=size, K=size):
         a = np.random.rand(M, K).astype(np.float32)
@@ -186,7 +186,7 @@ def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 def triton_spec(size: int):
     """The Triton bf16 GEMM with Proton scopes (TRITON_CELL) at ``size``³, one config,
     unverified."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     def inputs(M=size, N=size, K=size):
         import ml_dtypes

@@ -91,7 +91,7 @@ def triton_request() -> tuple[Any, Any]:
 
 def pallas_request() -> tuple[Any, Any]:
     """Build a Mosaic GPU cell with named scopes and no profiler settings of its own."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     def inputs():
         x = np.random.rand(128).astype(np.float32)

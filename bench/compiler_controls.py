@@ -81,7 +81,7 @@ def heavy_reference(x, y, n):
 
 def triton_mm_spec(size: int) -> Any:
     """The Triton cell at M = N = K = ``size`` (fp32 inputs, a TF32 dot: --reduction K)."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     def mm_inputs() -> dict[str, Any]:
         a = np.random.randn(size, size).astype(np.float32)
@@ -95,9 +95,8 @@ def triton_mm_spec(size: int) -> Any:
 
 
 def main() -> None:
-    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.api import parse_cell, run_kernel
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.spec import parse_cell
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None)

@@ -128,8 +128,8 @@ CELLS = [
 
 def main() -> int:
     """Run every config of every cell and print/store one row per config."""
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.spec import parse_cell
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)

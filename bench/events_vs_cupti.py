@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.backend import BACKEND
 from jupyter_ktune.measure.timing import timed_runs
-from jupyter_ktune.spec import parse_cell
 
 SRC = open("bench/timing_vs_ncu.py").read().split('SCALE = """')[1].split('"""')[0]
 

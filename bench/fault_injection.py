@@ -108,7 +108,7 @@ def slow_reference(x, y, n):
 
 
 def _specs(fake: bool, n: int, timeout: float):
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     if fake:
         sys.path.insert(0, str(ROOT / "tests"))
@@ -142,7 +142,7 @@ def _specs(fake: bool, n: int, timeout: float):
 
 def _slow_reference_spec(line: str, src: str, ns: dict):
     """Two variants whose reference outlasts its phase's limit (capped at 2 s to keep it short)."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     head, _, timeout = line.rpartition(" --timeout ")
     limit = min(float(timeout), 2.0)

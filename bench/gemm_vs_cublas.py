@@ -204,7 +204,7 @@ def tflops(ms: float, size: int) -> float:
 
 def parse_specs(size: int, names) -> dict:
     """The notebook's Triton cells named in ``names``, as specs."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     inputs, reference = make_io(size)
     specs = {name: parse_cell(args + " --budget-ms 300", body,

@@ -127,11 +127,11 @@ def compile_times(repeat: int) -> list[dict]:
 
     from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.backends.cuda.backend import CudaBackend
     from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
     from jupyter_ktune.backends.cuda.source import parse_signature, static_source
     from jupyter_ktune.backends.cuda.templates import type_arguments
-    from jupyter_ktune.spec import parse_cell
 
     nvrtc = load_nvrtc()
     rows = []
@@ -161,8 +161,8 @@ def compile_times(repeat: int) -> list[dict]:
 
 def gpu_runs() -> list[dict]:
     """Each idiom through the device worker (one config): its status and where it ran."""
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.spec import parse_cell
 
     rows = []
     with DeviceWorker() as worker:

@@ -22,9 +22,9 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.spec import parse_cell
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "matmul_pallas.ipynb"
 CONFIGS = {"matmul": [dict(BM=64, BN=64, BK=32, num_warps=4, num_stages=3),

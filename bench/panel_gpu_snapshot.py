@@ -28,7 +28,7 @@ def main() -> int:
 
     import sweep_vs_autotune as sva
 
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     inputs, reference = sva.make_io(args.size)
     spec = parse_cell("matmul --backend triton --inputs inputs --reference reference --out c "

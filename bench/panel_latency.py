@@ -24,9 +24,9 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 
 ROOT = Path(__file__).parent.parent

@@ -57,7 +57,7 @@ def _env() -> None:
 def _spec():
     import numpy as np
 
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     def inputs():
         x = np.random.rand(4096)

@@ -45,7 +45,7 @@ def make_io(n: int):
 
 def transpose_spec(n: int):
     """The notebook's transpose cell parsed with inputs of size ``n``."""
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     nb = nbformat.read(NB, as_version=4)
     cell = next(c.source for c in nb.cells

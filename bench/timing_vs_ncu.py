@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.spec import parse_cell
 
 SCALE = """// ktune: BLOCK in [128, 256, 512]
 // ktune: grid = cdiv(n, BLOCK); block = BLOCK; bytes = 8 * n; flops = n
@@ -116,7 +116,7 @@ DO_BENCH = r"""
 import json, sys, numpy as np, cupy, torch, triton
 from triton.testing import do_bench
 from jupyter_ktune.backends.cuda.backend import BACKEND
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.api import parse_cell
 sizes = json.loads(sys.argv[1]); src = sys.argv[2]; reps = int(sys.argv[3])
 out = {}
 for label, n in sizes.items():

@@ -18,9 +18,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.spec import parse_cell
 
 _ap = argparse.ArgumentParser(description="Triton backend against do_bench")
 _ap.add_argument("size", type=int, nargs="?", default=4096)

@@ -146,9 +146,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="folder for verdicts_fp32.json")
     args = ap.parse_args()
 
-    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.api import parse_cell, run_kernel
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.spec import parse_cell
 
     rows = []
     with DeviceWorker() as worker:

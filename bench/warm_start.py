@@ -59,7 +59,7 @@ def fake_io():
 
 
 def make_spec(backend: str, size: int, edit: str, budget_ms: float):
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     if backend == "fake":
         inputs, reference = fake_io()

@@ -11,10 +11,10 @@ Everything else (``Status``, ``KernelSpec``, the stores) is imported from its ow
 
 import typing as _typing
 
+from jupyter_ktune.api import parse_cell as parse_cell
 from jupyter_ktune.api import run_kernel as run_kernel
 from jupyter_ktune.backends.cuda.tensormap import tma as tma
 from jupyter_ktune.results import RunResult as RunResult
-from jupyter_ktune.spec import parse_cell as parse_cell
 from jupyter_ktune.tuning import TuneReport as TuneReport
 from jupyter_ktune.tuning import tune as tune
 

@@ -1,15 +1,46 @@
-"""The core entry point scripts, the CLI and the magic share: run one variant of a spec."""
+"""The core entry points scripts, the CLI and the magic share: parse a cell, run one variant.
+
+Parsing is here, not in :mod:`jupyter_ktune.spec`, because it calls the cell's backend (its
+expansion, which may ask the device worker): the model imports no backend and no runner.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_ktune.backends import get_backend
+from jupyter_ktune.backends import DEFAULT_BACKEND, Registered, get_backend
+from jupyter_ktune.compiler_controls import check_controls
+from jupyter_ktune.launch_geometry import check_constant
 from jupyter_ktune.results import RunResult
 from jupyter_ktune.runner.client import DeviceWorker, get_worker
+from jupyter_ktune.runner.describe import describe_in_worker
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import KernelSpec
+from jupyter_ktune.spec import KernelSpec, check_initial, read_cell
+
+
+def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
+    r"""Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`: the model's
+    reading (:func:`~jupyter_ktune.spec.read_cell`), the compiler controls and constant launch
+    sizes, then the backend's expansion (a Triton kernel's helpers and ``@triton.autotune``
+    list), then the ``--config`` values.
+
+    Examples
+    --------
+    >>> spec = parse_cell("scale --backend cuda", "// ktune: BLOCK in [64, 128]\n__global__ ...")
+    >>> spec.space.names
+    ('BLOCK',)
+    """
+    namespace = {} if namespace is None else namespace
+    backends = Registered()
+    spec = read_cell(line, body, namespace, backends, DEFAULT_BACKEND)
+    # name_prefix, nvcc_flags, maxnreg: where they work, their values
+    check_controls(spec, backends)
+    for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
+        check_constant(what, getattr(spec, what))
+    spec = get_backend(spec.backend).expand(spec, namespace, describe_in_worker)
+    check_initial(spec)
+    return spec
 
 
 def choose_config(spec: KernelSpec, values: Mapping[str, Any] | None = None,

@@ -8,12 +8,11 @@ what would change that.
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import DeviceInfo
-from jupyter_ktune.requirements import install_hint
 
 COLUMNS = ("backend", "device", "static report", "run", "GPU time", "interpreter", "profile")
 
@@ -40,33 +39,6 @@ class Capabilities:
                 yes(self.interpreter), yes(self.profile))
 
 
-def _cuda_static(info: DeviceInfo) -> tuple[str, str]:
-    from jupyter_ktune.toolchain import ToolNotFound, find_tool
-
-    try:
-        find_tool("nvcc")
-    except ToolNotFound as exc:
-        return "no", f"no static report: {exc}"
-    return "yes (nvcc, sm_90)", ""
-
-
-def _triton_static(info: DeviceInfo) -> tuple[str, str]:
-    if importlib.util.find_spec("triton") is None:
-        return "no", f"no static report: triton is not installed. {install_hint('triton')}"
-    return "yes (AOT, sm_90)", ""
-
-
-def _pallas_static(info: DeviceInfo) -> tuple[str, str]:
-    if info.compute_capability:
-        return "yes (program sizes)", ""
-    return "on a GPU only", ""
-
-
-# How each built-in backend makes its static report (label, note); plugins have none listed.
-_STATIC: Mapping[str, Callable[[DeviceInfo], tuple[str, str]]] = {
-    "cuda": _cuda_static, "triton": _triton_static, "pallas": _pallas_static}
-
-
 def capabilities(backend: str, info: DeviceInfo) -> Capabilities:
     """Say what ``backend`` can do here, given the device description its worker reported.
 
@@ -75,13 +47,13 @@ def capabilities(backend: str, info: DeviceInfo) -> Capabilities:
     >>> capabilities("triton", DeviceInfo(True, "CPU (Triton interpreter)")).interpreter
     True
     """
+    facts = get_backend(backend)
     gpu = info.available and info.compute_capability is not None
-    static, note = _STATIC.get(backend, lambda i: ("none", ""))(info)
-    # Mosaic GPU (Pallas' only profiled lowering) needs Hopper, compute capability 9.0 or newer
-    hopper = gpu and float(info.compute_capability or 0) >= 9.0
+    static, note = facts.static_capability(info)
+    # the scope profiler's own need (Pallas: Mosaic GPU, compute capability 9.0 or newer)
+    profiled = gpu and float(info.compute_capability or 0) >= facts.profile_min_capability
     return Capabilities(backend=backend, device=info.name, static=static, run=info.available,
-                        gpu_time=gpu, interpreter=info.available and not gpu,
-                        profile=hopper if backend == "pallas" else gpu,
+                        gpu_time=gpu, interpreter=info.available and not gpu, profile=profiled,
                         notes=tuple(n for n in (info.reason, note) if n))
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ktune import cli_compare
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.errors import KtuneError
 from jupyter_ktune.results import RunResult, Status
-from jupyter_ktune.spec import KernelSpec, parse_cell
+from jupyter_ktune.spec import KernelSpec
 
 _MAGIC = re.compile(r"^\s*(?://|#)?\s*%%kernel\s+(?P<line>.*)$")
 _NEEDS_SETUP = "pass --setup FILE.py"  # the fix _NoSetup's functions name when they are called

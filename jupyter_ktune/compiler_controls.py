@@ -25,7 +25,7 @@ import dataclasses
 import io
 import re
 import tokenize
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jupyter_ktune.errors import CellError
@@ -34,9 +34,9 @@ from jupyter_ktune.tunable_values import value_text
 if TYPE_CHECKING:
     from jupyter_ktune.spec import KernelSpec
 
-#: backends each control works on (a control elsewhere is refused on its line)
-SUPPORTED = {"name_prefix": ("cuda", "triton"), "nvcc_flags": ("cuda",),
-             "maxnreg": ("cuda", "triton")}
+#: the reserved tunable names; which backends take each is their ``compiler_controls`` (a
+#: control elsewhere is refused on its line)
+CONTROLS = ("name_prefix", "nvcc_flags", "maxnreg")
 _PREFIX = re.compile(r"^[A-Za-z_]\w*$")
 #: nvcc flags that would change what is built or where it goes: the cell's --arch and the
 #: static report own them
@@ -44,16 +44,20 @@ _OWNED = re.compile(r"^--?(o|output-file|arch|gpu-architecture|gencode|generate-
                     r"gpu-code|cubin|ptx|fatbin|E|M|MM|c|run|lib|link|dlink|x)(=.*)?$")
 
 
-def check_controls(spec: KernelSpec) -> None:
+def check_controls(spec: KernelSpec, backends: Mapping[str, Any]) -> None:
     """Refuse a compiler control the backend does not have, or a value it cannot take, on the
-    tunable's own cell line."""
+    tunable's own cell line.
+
+    ``backends``: the registry's backends by name, asked for their ``compiler_controls`` and
+    ``language`` (the others only when the error names those that take the control). A backend
+    that declares none (None) is not checked: to it these are tunables like any other."""
     for p in spec.space.params:
-        if p.name not in SUPPORTED:
+        if p.name not in CONTROLS:
             continue
-        if spec.backend not in SUPPORTED[p.name] and spec.backend in ("cuda", "triton",
-                                                                     "pallas"):
-            where = " and ".join("CUDA C++" if b == "cuda" else "Triton"
-                                 for b in SUPPORTED[p.name])
+        takes = backends[spec.backend].compiler_controls
+        if takes is not None and p.name not in takes:
+            where = " and ".join(backends[b].language for b in backends
+                                 if p.name in (backends[b].compiler_controls or ()))
             raise CellError(f"{p.name} is a compiler control of {where}; this cell is "
                             f"--backend {spec.backend}", line=p.line,
                             fix="Remove the tunable, or rename it if the kernel takes it.")
@@ -86,19 +90,20 @@ def _check_value(name: str, value: Any, line: int | None) -> None:
 def controls(spec: KernelSpec, config: Mapping[str, Any]) -> dict[str, Any]:
     """The compiler controls ``config`` sets: ``{"name_prefix": "cutlass_", ...}``, only those
     the cell declares."""
-    return {n: config[n] for n in SUPPORTED if n in spec.space.names and n in config}
+    return {n: config[n] for n in CONTROLS if n in spec.space.names and n in config}
 
 
-def with_name_prefix(spec: KernelSpec, config: Mapping[str, Any]) -> KernelSpec:
+def with_name_prefix(spec: KernelSpec, config: Mapping[str, Any], *,
+                     rename: Callable[[str, str, str], str]) -> KernelSpec:
     """The spec of ``config``'s kernel symbol: ``spec`` itself without a ``name_prefix`` (or
     with the prefix already applied), else the kernel (and, in a CUDA pipeline, every stage's
-    kernel) renamed in the source, the pipeline directive and ``name``."""
+    kernel) renamed in the source (by ``rename``, the backend's: :func:`rename_cxx` or
+    :func:`rename_python`), the pipeline directive and ``name``."""
     prefix = controls(spec, config).get("name_prefix", "")
     if not prefix or spec.symbol_prefix == prefix:
         return spec
     if spec.symbol_prefix:  # a renamed spec asked for another prefix: never stacked
         raise ValueError(f"[ktune] {spec.name} already carries the prefix {spec.symbol_prefix}")
-    rename = rename_cxx if spec.backend == "cuda" else rename_python
     names = [spec.name, *(pipeline_stage_names(spec.pipeline[0]) if spec.pipeline else [])]
     source, pipeline = spec.source, spec.pipeline
     for name in dict.fromkeys(names):

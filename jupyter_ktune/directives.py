@@ -2,7 +2,7 @@
 
 ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK); require BLOCK <= 1024`` (``#`` in Python
 cells). :func:`parse_directives` collects them into :class:`Directives`, which
-:func:`jupyter_ktune.spec.parse_cell` freezes into a KernelSpec together with the magic line.
+:func:`jupyter_ktune.api.parse_cell` freezes into a KernelSpec together with the magic line.
 Errors name the cell line and the fix.
 """
 

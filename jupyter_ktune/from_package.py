@@ -15,7 +15,9 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from jupyter_ktune.errors import CellError
 
@@ -126,14 +128,18 @@ def line_map(ref: str) -> tuple[Path, list[int | None]]:
     return path, segments_with_lines(path.read_text(), kernel)[1]
 
 
-def read_kernel(ref: str, backend: str) -> tuple[str, str, str]:
-    """(source, origin, kernel name) for ``--from module:kernel``; CellErrors name line 1."""
+def read_kernel(ref: str, backend: str, backends: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(source, origin, kernel name) for ``--from module:kernel``; CellErrors name line 1.
+
+    ``backends``: the registry's backends by name (``spec.CellSyntax``), asked whether their
+    cells are Python (``python_cells``); the others only when the error names those that are."""
     module, sep, kernel = ref.partition(":")
     if not sep or not module or not kernel.isidentifier():
         raise CellError(f"--from {ref}: expected module:kernel", line=1, fix=_FIX)
-    if backend not in ("triton", "pallas"):
+    if not backends[backend].python_cells:
+        python = " or ".join(f"--backend {n}" for n in backends if backends[n].python_cells)
         raise CellError(f"--from reads Python modules; --backend {backend} cells are C++",
-                        line=1, fix="Use --from with --backend triton or --backend pallas.")
+                        line=1, fix=f"Use --from with {python}.")
     path = module_file(module)
     try:
         source = segments(path.read_text(encoding="utf-8"), kernel)

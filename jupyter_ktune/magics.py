@@ -17,10 +17,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
 
 
@@ -31,14 +30,14 @@ def warm_worker(line: str) -> threading.Thread | None:
     worker for its ``@triton.autotune`` list (:mod:`.runner.describe`), which queues behind it,
     and the panel's own ``worker.device`` finds the answer ready. The backend is read from the
     magic line alone; a bad line is left to ``parse_cell``, which reports it."""
-    from jupyter_ktune.backends import backend_names
+    from jupyter_ktune.backends import DEFAULT_BACKEND, backend_names
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.session import quiet_prefetch
 
     quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
 
     found = re.search(r"(?:--backend|-b)[= ]+([\w.-]+)", line)
-    backend = found.group(1) if found else "cuda"
+    backend = found.group(1) if found else DEFAULT_BACKEND
     if backend not in backend_names():
         return None
 

@@ -1,19 +1,19 @@
 """HTML and text rendering of results: self-contained markup, no CSS or JS from anywhere else.
 
 Kept apart from the result types so those stay plain data that cross process boundaries.
+:mod:`jupyter_ktune.results` imports this module to draw itself, so the results taken here are
+annotated ``Any`` (a ``RunResult``, a ``Timing``): importing their types back, even for the type
+checker only, made the two modules a circle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_ktune.status import Status
 from jupyter_ktune.tunable_values import value_text
-
-if TYPE_CHECKING:
-    from jupyter_ktune.results import RunResult
 
 _BADGE = {
     Status.OK: ("#1a7f37", "correct"),
@@ -90,7 +90,7 @@ def _floor_rows(t: Any) -> list[str]:
                  f"way){own_text}")]
 
 
-def _timing_rows(r: RunResult) -> list[str]:
+def _timing_rows(r: Any) -> list[str]:
     m = r.measurement
     if m is None:
         return []
@@ -133,7 +133,7 @@ def _timing_rows(r: RunResult) -> list[str]:
     return rows
 
 
-def _diagnostics_html(r: RunResult) -> str:
+def _diagnostics_html(r: Any) -> str:
     if not r.diagnostics:
         return ""
     items = "".join(
@@ -142,7 +142,7 @@ def _diagnostics_html(r: RunResult) -> str:
     return f"<ul style='margin:4px 0 4px 18px;padding:0'>{items}</ul>"
 
 
-def run_result_html(r: RunResult) -> str:
+def run_result_html(r: Any) -> str:
     """One card: status badge, timing with spread, rates, verification, static report."""
     colour, label = _BADGE[r.status]
     if r.status is Status.OK and r.verification is None:
@@ -193,7 +193,7 @@ def phases_text(phases_ms: Mapping[str, float]) -> str:
     return f"{fmt_time(total)} in all: " + " · ".join(parts)
 
 
-def run_result_text(r: RunResult) -> str:
+def run_result_text(r: Any) -> str:
     """Plain-text one-liner for terminals and ``repr``."""
     cfg = " ".join(f"{k}={value_text(v)}" for k, v in r.config.items())
     parts = [f"{r.name} [{cfg}] {r.status.value}"]

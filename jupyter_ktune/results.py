@@ -99,7 +99,7 @@ class Timing:
 
     def median_ci_ms(self, confidence: float = 0.95) -> tuple[float, float]:
         """Distribution-free confidence interval of the median from order statistics."""
-        from jupyter_ktune.measure.stats import median_ci
+        from jupyter_ktune.stats import median_ci
 
         return median_ci(self.times_ms, confidence)
 

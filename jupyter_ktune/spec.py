@@ -12,6 +12,11 @@ CUDA C++, ``#`` in Python backends) that declare the space and the launch geomet
 The same statements may be given on the magic line
 (``--param BLOCK=64,128 --grid "cdiv(n,BLOCK)"``); the line wins over the body. Errors name
 the cell line and the fix.
+
+This module is the model: it imports no backend. What reading a cell needs from its backend
+(the directive comment, which directives it takes) is handed in as :class:`CellSyntax`, and the
+backend's own expansion of the spec runs after, in the API layer
+(:func:`jupyter_ktune.api.parse_cell`).
 """
 
 from __future__ import annotations
@@ -24,18 +29,12 @@ import math
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any, Protocol
 
-from jupyter_ktune.backends import backend_names, get_backend
-from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.directives import Expr, add_statement, parse_directives
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.launch_geometry import check_constant
 from jupyter_ktune.smem_tile import SmemTile, parse_smem_tile
 from jupyter_ktune.space import Constraint, Space
-
-Lang = Literal["cuda", "triton", "pallas"]
-LANGS: tuple[str, ...] = get_args(Lang)
 
 MAX_TIMEOUT_S = 86400.0  # a day; more is a typo (and select() overflows on huge values)
 
@@ -51,6 +50,17 @@ def timeout_problem(seconds: Any) -> str | None:
     if not 0 < seconds <= MAX_TIMEOUT_S:  # False for NaN too
         return f"must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
     return None
+
+
+class CellSyntax(Protocol):
+    """What reading a cell needs to know of its backend (``backends.base.BackendBase``)."""
+
+    #: The comment that starts a ``ktune:`` directive line (``//`` or ``#``).
+    comment: str
+    #: Whether the CUDA C++ directives (``include``, ``pipeline``, ``T = float``) are its own.
+    cxx_directives: bool
+    #: Whether the cell is Python, so ``--from module:kernel`` can read it.
+    python_cells: bool
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ class KernelSpec:
     """A kernel cell, parsed: source, backend, space, launch geometry and I/O functions."""
 
     name: str
-    backend: Lang
+    backend: str
     source: str
     space: Space = Space()
     body_line: int = 2
@@ -149,13 +159,13 @@ class _ArgParser(argparse.ArgumentParser):
         raise CellError(f"magic line: {message or 'invalid arguments'}", line=1)
 
 
-def _line_parser() -> _ArgParser:
+def _line_parser(default_backend: str | None = None) -> _ArgParser:
     p = _ArgParser(prog="%%kernel", add_help=False)
     p.add_argument("name", nargs="?", help="the kernel function's name")
     p.add_argument("--from", dest="origin", metavar="MODULE:KERNEL",
                    help="read the kernel from an installed package, e.g. "
                         "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel")
-    p.add_argument("--backend", "-b", default="cuda")
+    p.add_argument("--backend", "-b", default=default_backend)
     p.add_argument("--inputs", "-i", help="function returning a dict of the kernel's arguments")
     p.add_argument("--reference", "-r", help="function computing the correct outputs")
     p.add_argument("--out", default="", help="comma-separated output argument names")
@@ -234,35 +244,35 @@ def _check_numbers(args: argparse.Namespace) -> None:
                         fix="Write --budget-ms 200 (the timed runs' budget per variant).")
 
 
-def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None) -> KernelSpec:
-    r"""Parse a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`.
+def read_cell(line: str, body: str, namespace: Mapping[str, Any],
+              backends: Mapping[str, CellSyntax], default_backend: str) -> KernelSpec:
+    """Read a ``%%kernel`` magic line and cell body into a :class:`KernelSpec`, before the
+    checks that need more than the model (compiler controls, constant launch sizes) and the
+    backend's expansion: :func:`jupyter_ktune.api.parse_cell` is the whole parse.
 
-    Examples
-    --------
-    >>> spec = parse_cell("scale --backend cuda", "// ktune: BLOCK in [64, 128]\n__global__ ...")
-    >>> spec.space.names
-    ('BLOCK',)
+    ``backends`` maps each name ``--backend`` may give to its :class:`CellSyntax` (the
+    registry's backends, looked up when asked); ``default_backend`` is the name without one.
     """
-    namespace = {} if namespace is None else namespace
     try:
         words = shlex.split(line)
     except ValueError as exc:  # unbalanced quotes
         raise CellError(f"magic line: {exc}", line=1, fix="Balance the quotes.") from None
-    args = _line_parser().parse_args(words)
+    args = _line_parser(default_backend).parse_args(words)
     if timeout_problem(args.timeout):
         raise CellError(f"--timeout {args.timeout:g} {timeout_problem(args.timeout)}", line=1,
                         fix="Write --timeout 60 (seconds).")
     _check_numbers(args)
-    known = sorted(set(LANGS) | set(backend_names()))
+    known = sorted(backends)
     if args.backend not in known:
         raise CellError(f"unknown backend '{args.backend}'", line=1,
                         fix=f"Use --backend {' | '.join(known)}.")
-    comment = "//" if args.backend == "cuda" else "#"
+    syntax = backends[args.backend]
+    comment = syntax.comment
     origin, package_source = "", ""
     if args.origin:
         from jupyter_ktune.from_package import read_kernel
 
-        package_source, origin, kernel = read_kernel(args.origin, args.backend)
+        package_source, origin, kernel = read_kernel(args.origin, args.backend, backends)
         args.name = args.name or kernel
     if not args.name:
         raise CellError("magic line: the kernel's name is missing", line=1,
@@ -292,7 +302,7 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
                          rtol=args.rtol, atol=args.atol, reduction=args.reduction,
                          static_only=args.static_only,
                          panel=not args.no_panel, result_name=_variable(args.result_name))
-    if args.backend != "cuda" and (draft.types or draft.pipeline or draft.includes
+    if not syntax.cxx_directives and (draft.types or draft.pipeline or draft.includes
                                    or args.include):
         what = ("include" if draft.includes or args.include else
                 "pipeline" if draft.pipeline else f"{next(iter(draft.types))} = ...")
@@ -300,7 +310,8 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
             draft.pipeline[1] if draft.pipeline else next(iter(draft.types.values()))[1])
         raise CellError(f"'{what}' is a CUDA C++ directive; this cell is --backend "
                         f"{args.backend}", line=line_of,
-                        fix="Remove it, or use --backend cuda.")
+                        fix=f"Remove it, or use --backend "
+                            f"{' | '.join(n for n in known if backends[n].cxx_directives)}.")
     outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
     smem_tile = _smem_tile(draft.smem_tile, space, draft.types)
     reference = _lookup(namespace, args.reference, "--reference")
@@ -319,14 +330,14 @@ def parse_cell(line: str, body: str, namespace: Mapping[str, Any] | None = None)
         types=dict(draft.types), pipeline=draft.pipeline, origin=origin,
         block_shapes=dict(draft.block_shapes), output_shapes=dict(draft.shapes),
         package_source=package_source, smem_tile=smem_tile)
-    check_controls(spec)  # name_prefix, nvcc_flags, maxnreg: where they work, their values
-    for what in ("grid", "block", "smem"):  # a constant mistake (--block 0) is refused now
-        check_constant(what, getattr(spec, what))
-    expand = getattr(get_backend(spec.backend), "expand", None)
-    spec = expand(spec, namespace) if expand is not None else spec
-    if initial:  # after the backend's expansion: a kernel's own @triton.autotune list is a space
+    return spec
+
+
+def check_initial(spec: KernelSpec) -> None:
+    """Check the ``--config`` values against the space, on line 1: after the backend's
+    expansion, since a kernel's own ``@triton.autotune`` list is a space too."""
+    if spec.initial:
         try:
-            spec.space.config(initial)  # validates names and values now, on line 1
+            spec.space.config(spec.initial)  # validates names and values now, on line 1
         except CellError as exc:
             raise CellError(exc.message, line=1, fix=exc.fix) from None
-    return spec

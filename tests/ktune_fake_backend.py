@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from jupyter_ktune.backends.base import DeviceInfo
+from jupyter_ktune.backends.base import BackendBase, DeviceInfo
 from jupyter_ktune.errors import CompileFailure, Diagnostic, OutOfResources
 from jupyter_ktune.measure.breakdown import Breakdown, Event
 from jupyter_ktune.measure.integrity import guard_breach_of, guarded_empty
@@ -134,7 +134,7 @@ class Variant:
         return Bound(self.fn, host_args, self.spec.outputs)
 
 
-class FakeBackend:
+class FakeBackend(BackendBase):
     name: ClassVar[str] = "fake"
 
     def check(self, spec): pass

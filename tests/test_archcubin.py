@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.backends.cuda.archcubin import is_arch_specific
 from jupyter_ktune.backends.cuda.backend import CudaBackend
-from jupyter_ktune.spec import parse_cell
 
 TEMPLATE = """// ktune: BM in [64, 128]
 // ktune: grid = 1; block = 128

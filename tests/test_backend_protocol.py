@@ -49,7 +49,7 @@ def test_builtin_backends_offer_the_profiling_half(name: str) -> None:
 
 
 def _fake_spec(src: str):
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     ns = {"inputs": lambda: dict(x=np.random.rand(8), y=np.empty(8)),
           "reference": lambda x, y: 2 * x}

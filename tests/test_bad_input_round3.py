@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_reliability_fuzz import NS as FUZZ_NS
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.directives import Expr
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.launch_geometry import GRID_LIMITS, dims
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import _line_parser, parse_cell
+from jupyter_ktune.spec import _line_parser
 from jupyter_ktune.user_code import call_user
 
 FEW = settings(max_examples=150, deadline=None, database=None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_ktune.measure.stats import bootstrap_medians
+from jupyter_ktune.stats import bootstrap_medians
 
 
 def brute_force(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -182,8 +182,8 @@ def test_views_draw_every_source_and_serialise(kt: Breakdown) -> None:
 
 
 def test_panel_button_reports_why_without_scopes_or_ncu(worker) -> None:
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.session import TuningSession
-    from jupyter_ktune.spec import parse_cell
     from jupyter_ktune.ui.app import KernelPanel
 
     src = "# ktune: BLOCK in [1, 2]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"

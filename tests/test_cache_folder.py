@@ -10,6 +10,7 @@ import stat
 
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends import cache_folder as cache
 from jupyter_ktune.backends.cache_folder import (
     CacheFolderError,
@@ -18,7 +19,6 @@ from jupyter_ktune.backends.cache_folder import (
     entry_path,
 )
 from jupyter_ktune.backends.pallas.cell import load_cell
-from jupyter_ktune.spec import parse_cell
 
 
 @pytest.fixture

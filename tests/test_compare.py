@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure.compare import (
     Comparison,
     InterleavedRuns,
@@ -23,7 +24,6 @@ from jupyter_ktune.measure.compare import (
 )
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning.compare import compare_configs
 from jupyter_ktune.ui.app import KernelPanel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.tuning.compare import compare_configs
 
 pytest.importorskip("triton")

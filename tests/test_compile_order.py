@@ -29,7 +29,7 @@ def test_fla_sigmoid_hands_its_slowest_compile_to_the_pool_first():
     pytest.importorskip("fla")
     from corpus.entries import BY_ID
 
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     entry = BY_ID["fla-sigmoid"]
     line, body, _ = entry.cell()

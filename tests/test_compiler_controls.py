@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.compiler_controls import rename_cxx, rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import parse_cell
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from compiler_controls import HEAVY_BODY, MM_BODY  # noqa: E402 - the cells the GPU bench runs
@@ -94,10 +94,11 @@ def test_renaming_follows_the_kernel_and_nothing_else():
         .replace("k = add", "k = cutlass_add")
     spec = parse_cell("heavy --backend cuda", HEAVY)
     c = spec.space.config(name_prefix="cutlass_")
-    renamed = with_name_prefix(spec, c)
+    renamed = with_name_prefix(spec, c, rename=rename_cxx)
     assert renamed.name == "cutlass_heavy" and "void cutlass_heavy(" in renamed.source
-    assert with_name_prefix(renamed, c) is renamed  # applied once, however often asked
-    assert with_name_prefix(spec, spec.space.config(name_prefix="")) is spec
+    # applied once, however often asked
+    assert with_name_prefix(renamed, c, rename=rename_cxx) is renamed
+    assert with_name_prefix(spec, spec.space.config(name_prefix=""), rename=rename_cxx) is spec
 
 
 def test_a_pipeline_renames_every_stage():
@@ -105,7 +106,7 @@ def test_a_pipeline_renames_every_stage():
             "// ktune: pipeline = [part(grid=4, block=BLOCK), total(grid=1, block=BLOCK)]\n"
             "__global__ void part(float* p) {}\n__global__ void total(float* p) {}\n")
     spec = parse_cell("part --backend cuda", body)
-    renamed = with_name_prefix(spec, spec.space.default())
+    renamed = with_name_prefix(spec, spec.space.default(), rename=rename_cxx)
     assert "cutlass_part(grid" in renamed.pipeline[0] and "cutlass_total(" in renamed.pipeline[0]
     assert "void cutlass_total(" in renamed.source
 
@@ -125,7 +126,7 @@ def test_nvcc_builds_the_renamed_symbol_and_the_flags_change_the_report():
         rep = BACKEND.static_report(spec, c)
         (k,) = rep.kernels.values()
         reports[(c["name_prefix"], c["nvcc_flags"])] = k
-        one = with_name_prefix(spec, c)
+        one = with_name_prefix(spec, c, rename=rename_cxx)
         expr = name_expression(one, parse_signature(one), spec.space.cxx_env(c))
         assert kernel_symbol(rep.kernels, one, expr) == k.name  # the run finds what was built
     assert reports[("", ())].demangled.startswith("void heavy<128>")
@@ -356,7 +357,7 @@ def test_nvrtc_compiles_the_renamed_kernel_with_the_mapped_flags():
                         '[["-use_fast_math", "-maxrregcount=32", "-Xptxas", "-O2"]]')
     spec = parse_cell("heavy --backend cuda", src)
     config = spec.space.config(name_prefix="cutlass_")
-    one = with_name_prefix(spec, config)
+    one = with_name_prefix(spec, config, rename=rename_cxx)
     sig = parse_signature(one)
     cxx = spec.space.cxx_env(config)
     base = ["--gpu-architecture=sm_90", *nvrtc_options(one, sig, cxx)]

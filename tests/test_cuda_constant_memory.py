@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.constants import fill
 from jupyter_ktune.backends.cuda.source import cell_constants
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.execute import run_variant
-from jupyter_ktune.spec import parse_cell
 
 CONV = """\
 // ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK); block = BLOCK

@@ -14,11 +14,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.launch import CudaVariant, GuardedArray
 from jupyter_ktune.backends.cuda.source import parse_signature
 from jupyter_ktune.measure.integrity import GUARD_BYTE
 from jupyter_ktune.runner.execute import _verify
-from jupyter_ktune.spec import parse_cell
 
 
 class DeviceArray(np.ndarray):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.includes import header_hint, include_dirs, resolve
 from jupyter_ktune.backends.cuda.source import name_expression, parse_signature, static_source
@@ -16,7 +17,6 @@ from jupyter_ktune.backends.cuda.templates import literal_pragmas, type_argument
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.execute import run_variant
-from jupyter_ktune.spec import parse_cell
 
 SCALE = """\
 // ktune: FACTOR in [1, 4]; BLOCK in [128, 256]; grid = cdiv(n, BLOCK); block = BLOCK

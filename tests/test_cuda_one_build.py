@@ -19,13 +19,13 @@ from cuda_tools import needs_nvcc
 from nvrtc_wheel import load_nvrtc, nvrtc_compile
 from test_archcubin import FakeRawModule, backend, h200  # noqa: F401 - fixtures
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.backends.cuda import archcubin
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
 from jupyter_ktune.backends.cuda.source import macro_defines, parse_signature, static_source
 from jupyter_ktune.backends.cuda.templates import type_arguments
-from jupyter_ktune.spec import parse_cell
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from one_build import HEAD, IDIOMS  # noqa: E402 - the cells the GPU bench runs too
@@ -65,7 +65,7 @@ def gpu_backend(h200: CudaBackend) -> CudaBackend:  # noqa: F811 - the imported 
 def test_the_run_loads_the_static_reports_cubin_built_once(gpu_backend: CudaBackend,
                                                            monkeypatch) -> None:
     """A cell with M_PI runs from nvcc's cubin, and the report and the run share one nvcc."""
-    from jupyter_ktune.measure import static
+    from jupyter_ktune.backends.cuda import static
 
     calls = []
     real = static.compile_static

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.backends.cuda.pipeline import (
     PipelineBound,
@@ -20,7 +21,6 @@ from jupyter_ktune.backends.cuda.pipeline import (
     parse_pipeline,
 )
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import parse_cell
 
 REDUCTION = """\
 // ktune: BLOCK in [128, 256]

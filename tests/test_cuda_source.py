@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from cuda_tools import NVCC, needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.source import (
     device_source,
     include_dir,
@@ -25,7 +26,6 @@ from jupyter_ktune.backends.cuda.source import (
     static_source,
 )
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import parse_cell
 
 TEMPLATE_CELL = """\
 // ktune: BLOCK in [64, 128, 256]; VEC in [1, 2]; UNROLL in [1, 4]
@@ -240,8 +240,8 @@ def test_nvcc_compiles_the_static_source_of_a_template_kernel(tmp_path):
 def test_outputs_the_kernel_reads_are_updated_in_place_not_poisoned():
     """``y[i] = f(y[i])`` reads y: a poisoned y would feed NaN into a correct kernel (seen on the
     H200 with a __half axpy); ``y[i] = 2 * x[i]`` and ``y[i] == ...`` comparisons do not."""
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.backends.cuda.source import outputs_read_in_place
-    from jupyter_ktune.spec import parse_cell
 
     axpy = """// ktune: BLOCK in [128]; grid = cdiv(n, BLOCK); block = BLOCK
 __global__ void axpy(float* y, const float* x, float a, int n) {

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from cuda_tools import needs_nvcc
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.backend import CudaBackend
 from jupyter_ktune.measure.static_html import report_html
 from jupyter_ktune.measure.static_text import report_text
-from jupyter_ktune.spec import parse_cell
 
 CELL = """// ktune: BLOCK in [128]; KB in [0, 150]
 // ktune: grid = 1; block = BLOCK; smem = KB * 1024

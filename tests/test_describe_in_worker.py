@@ -52,7 +52,7 @@ import json, sys
 import numpy as np
 from jupyter_ktune.api import run_kernel
 from jupyter_ktune.runner.client import get_worker
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.api import parse_cell
 
 def inputs():
     x = np.random.rand(100).astype(np.float32)
@@ -96,7 +96,7 @@ def test_the_notebook_never_imports_the_package_and_the_worker_imports_it_once(t
 
 
 def test_the_first_result_names_the_parse_time_module_import(tmp_path):
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.ui.start import panel_for
 
     folder, marks = probe_package(tmp_path)

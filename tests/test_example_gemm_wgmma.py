@@ -71,8 +71,8 @@ def test_the_profile_build_of_an_sm_90a_cell_takes_the_nvcc_path(monkeypatch) ->
     macros instead of NVRTC (which would build plain sm_90 and fail on wgmma)."""
     import types
 
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.backends.cuda import profile
-    from jupyter_ktune.spec import parse_cell
 
     seen = {}
 

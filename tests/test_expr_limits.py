@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Param, Space, compile_expr, eval_expr
-from jupyter_ktune.spec import parse_cell
 
 LINE = "scale --backend fake"
 BIG = ("# ktune: A in range(1, 1001); B in range(1, 1001); C in range(1, 1001); "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_panel import LINE, NS, SRC
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.render import run_result_html
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
 
 
@@ -24,9 +24,9 @@ def test_the_first_result_of_a_panel_names_its_phases():
 
 
 def test_the_compile_pool_imports_no_torch_to_learn_argument_types():
-    from jupyter_ktune.tuning import pool
+    from jupyter_ktune.backends import get_backend
 
-    assert "torch" not in pool._COMPILER_MODULES["triton"]  # noqa: SLF001
+    assert "torch" not in get_backend("triton").compiler_modules
 
 
 def test_only_the_session_asked_last_prefetches():

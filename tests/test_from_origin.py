@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.from_package import module_file
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.origin import origin_html, origin_lines
 
 pytest.importorskip("liger_kernel")

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 import jupyter_ktune
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import tune
 
 SRC = """# ktune: BLOCK in [1, 2, 4, 8]

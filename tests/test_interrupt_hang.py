@@ -15,10 +15,10 @@ import time
 import pytest
 from test_reliability_faults import inputs, reference
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import tune
 
 SRC = """# ktune: K in range(0, 4)

@@ -9,7 +9,7 @@ import sys
 from conftest import ROOT, TESTS
 
 SCRIPT = '''import numpy as np
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.tuning import tune
 
 def inputs():

@@ -28,7 +28,7 @@ TESTS = Path(__file__).parent
 SWEEPER = textwrap.dedent('''
     import sys
     import numpy as np
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.tuning import tune
 
     def inputs():

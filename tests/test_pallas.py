@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from example_notebooks import run_example
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.pallas.backend import PallasBackend
 from jupyter_ktune.backends.pallas.cell import DEFAULT_LOWERINGS, choose_lowering, detect_target
 from jupyter_ktune.errors import CannotRun
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 
 def add_inputs():

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.pallas.cell import cell_module_name, load_cell
 from jupyter_ktune.errors import CompileFailure
-from jupyter_ktune.spec import parse_cell
 
 DATACLASS_CELL = '''\
 import dataclasses

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 from jupyter_ktune.ui.panels import central
 

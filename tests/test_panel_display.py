@@ -17,11 +17,11 @@ from test_panel import (
     panel,  # noqa: F401 - the live panel fixture
 )
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.editor import MIME_TYPE as EDITOR_MIME
 from jupyter_ktune.render import fmt_time, noise_note, run_result_html
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Timing
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 from jupyter_ktune.ui.panels import central
 from jupyter_ktune.ui.refusal import fmt_number, refusal_reasons

@@ -12,9 +12,9 @@ from test_panel import (
     panel,  # noqa: F401 - the live panel fixture
 )
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 
 # BLOCK=2 does not build (a syntax error on cell line 5, only there); the others run

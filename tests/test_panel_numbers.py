@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure.breakdown import Breakdown, Event
 from jupyter_ktune.render import counted, fmt_time, run_result_html
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.space import Param
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.app import KernelPanel
 from jupyter_ktune.ui.panels import HeatmapPanel
 from jupyter_ktune.ui.replay import load_panel

@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.phases import Phase
-from jupyter_ktune.spec import parse_cell
 
 SCALE = "def scale(x, y, n):\n    y[:] = 2 * x\n"
 HANG = "def scale(x, y, n):\n    while True:\n        pass\n"

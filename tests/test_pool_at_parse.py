@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 import jupyter_ktune.ui.start  # noqa: F401 - the notebook layer registers the pool's start
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.runner import describe
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import pool_warm
 
 CELL = """# ktune: BLOCK in [32, 64]

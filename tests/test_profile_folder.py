@@ -13,10 +13,10 @@ import tempfile
 import pytest
 from test_worker import GOOD, LINE, inputs, reference
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure import profile_ncu
 from jupyter_ktune.measure.profile_folder import profile_folder
 from jupyter_ktune.runner import profile
-from jupyter_ktune.spec import parse_cell
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.pallas.cell import Target
 from jupyter_ktune.backends.pallas.profile import (
     PROFILE_SPACE,
@@ -25,7 +26,6 @@ from jupyter_ktune.backends.pallas.profile import (
     unprofilable_reason,
 )
 from jupyter_ktune.errors import CannotRun, KtuneError
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.breakdown import request_breakdown
 
 

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 
 
 def inputs():

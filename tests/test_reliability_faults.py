@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import Store, tune
 
 TESTS = Path(__file__).parent

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.space import Constraint, Param, Space
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning.kerneltuner import T4Warning, from_t4, read_t4
 
 # derandomize: CI runs the same cases every time (a random seed found the range(2**63) case

@@ -148,7 +148,7 @@ WRITE_AUDIT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
     import numpy as np
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.tuning import tune
     from test_sweep import LINE, NS, SRC
     from jupyter_ktune.runner.client import DeviceWorker

@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.backends.base import DeviceInfo, limits_for
-from jupyter_ktune.spec import parse_cell
 
 CALLS = {"n": 0}
 

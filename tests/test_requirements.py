@@ -66,7 +66,7 @@ def test_triton_backend_reports_a_missing_triton_as_cannot_run(monkeypatch):
         raise ModuleNotFoundError("No module named 'triton'", name="triton")
 
     monkeypatch.setattr(tb, "load_module", no_triton)
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
 
     spec = parse_cell("k --backend triton", "@triton.jit\ndef k(x):\n    pass\n")
     with pytest.raises(CannotRun, match="pip install triton"):
@@ -81,10 +81,10 @@ def test_cuda_without_cupy_names_what_would_let_it_run_on_this_machine(gpu, monk
     import builtins
     import sys
 
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.backends.cuda import backend as cb
     from jupyter_ktune.results import Status
     from jupyter_ktune.runner.execute import run_variant
-    from jupyter_ktune.spec import parse_cell
     from jupyter_ktune.toolchain import ToolNotFound, find_tool
 
     real_import = builtins.__import__

@@ -9,9 +9,9 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning.report import TuneReport, decide
 from jupyter_ktune.tuning.store import StoredResult
 from jupyter_ktune.ui.app import KernelPanel

@@ -23,11 +23,11 @@ import pytest
 from test_reliability_faults import _alive  # a zombie counts as dead
 from test_worker import GOOD, LINE, reference
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.runner.inputs_ahead import segment_prefix
 from jupyter_ktune.runner.worker import LOG_MAX_BYTES
-from jupyter_ktune.spec import parse_cell
 
 TESTS = Path(__file__).parent
 
@@ -116,7 +116,7 @@ NOTEBOOK = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_runner_leaks import GOOD, LINE, _fast_inputs, reference
     from jupyter_ktune.runner.client import DeviceWorker
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import parse_cell
     s = parse_cell(LINE, GOOD, {{"inputs": _fast_inputs, "reference": reference}})
     w = DeviceWorker()
     print(w.run(s, s.space.default()).status.value, w.pid, flush=True)

@@ -15,11 +15,11 @@ import time
 import pytest
 from test_worker import inputs, reference  # x -> y = 2x, 1000 elements
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.runner.wire import pack_message
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import tune
 
 # A=1 is slow (the request we interrupt); A=2 is right; A=3 is wrong: each answer is its own.

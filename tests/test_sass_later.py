@@ -11,11 +11,11 @@ from pathlib import Path
 
 from test_panel import LINE, NS, SRC
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure import sass
 from jupyter_ktune.measure.sass import SASS_SKIPPED, parse_sass, with_sass
 from jupyter_ktune.measure.static import KernelStatic, StaticReport
 from jupyter_ktune.session import TuningSession
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.toolchain import ToolNotFound
 from jupyter_ktune.tuning.runners import seed_static
 

@@ -7,9 +7,9 @@ import ast
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.space import Config, Param, Space
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import tune
 from jupyter_ktune.tuning.report import Evaluation, TuneReport
 from jupyter_ktune.tuning.shapes import ShapesReport

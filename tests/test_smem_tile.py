@@ -15,8 +15,8 @@ import nbformat
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.swizzle_map import SwizzlePanel
 
 ROOT = Path(__file__).resolve().parents[1]

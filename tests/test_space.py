@@ -257,8 +257,7 @@ def test_a_partial_config_is_completed_with_the_first_values_every_require_allow
     """``--config num_warps=4`` on a cell whose first config runs: the other tunables take the
     first values allowed with num_warps=4 (issue 36), not the first listed (BLOCK=32, which the
     require refuses)."""
-    from jupyter_ktune.api import choose_config
-    from jupyter_ktune.spec import parse_cell
+    from jupyter_ktune.api import choose_config, parse_cell
 
     spec = parse_cell("k --backend cuda --config num_warps=4",
                       "// ktune: BLOCK in [32, 64, 128, 256]; num_warps in [1, 2, 4]\n"

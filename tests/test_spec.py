@@ -1,4 +1,4 @@
-"""Parsing a ``%%kernel`` cell (jupyter_ktune.spec.parse_cell), host only.
+"""Parsing a ``%%kernel`` cell (jupyter_ktune.api.parse_cell), host only.
 
 Covers the ``// ktune:`` and ``# ktune:`` directives (value lists, pow2, range, grid/block/smem/
 flops/bytes, require, ``;`` outside brackets), the magic line's flags and how they override the
@@ -8,9 +8,10 @@ is line 2), source_hash and with_options.
 
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.directives import parse_values
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import RunOptions, parse_cell
+from jupyter_ktune.spec import RunOptions
 
 BODY = """\
 // ktune: BLOCK in [64, 128, 256]; SWIZZLE in [none, 32B, 128B]

@@ -13,9 +13,8 @@ import pytest
 from cuda_tools import HAVE_NVCC, needs_nvcc
 
 from jupyter_ktune import toolchain
+from jupyter_ktune.backends.cuda.static import CompileError, compile_static
 from jupyter_ktune.measure.static import (
-    CompileError,
-    compile_static,
     parse_diagnostics,
     parse_ptxas_verbose,
     parse_sass,

@@ -15,8 +15,8 @@ import time
 import cloudpickle
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.runner.client import get_worker
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui.start import panel_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker runs these by value

@@ -17,8 +17,8 @@ from test_reliability_store import write_v1_store
 from test_store import KEY, result
 from test_sweep import LINE, NS
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import store_schema as store_module
 from jupyter_ktune.tuning import tune
 from jupyter_ktune.tuning.store import (

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.problem_key import function_identity, inputs_signature, problem_key
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import Store, tune
 
 SRC = """# ktune: BLOCK in [1, 2, 4, 8]

@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import Store, TuneOptions, tune
 from jupyter_ktune.tuning.sweep import Sweep
 

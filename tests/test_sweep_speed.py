@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.space import Constraint, Param, Space
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.tuning import search, tune
 
 # 16 configs; the kernel is a plain copy with a config-dependent busy wait

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from jupyter_ktune import tma
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.cuda.launch import CudaVariant
 from jupyter_ktune.backends.cuda.source import parse_signature
 from jupyter_ktune.backends.cuda.tensormap import (
@@ -34,7 +35,6 @@ from jupyter_ktune.backends.cuda.tensormap import (
     tma_args,
 )
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import parse_cell
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 ENV = {"BM": 128, "BN": 256, "SWIZZLE": 128, "K": 512}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from jupyter_ktune.measure.cupti import KernelRecord, per_run_durations
-from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.measure.timing import TimingPlan, time_kernel
+from jupyter_ktune.stats import median_ci, relative_ci_halfwidth
 
 
 class FakeTimer:

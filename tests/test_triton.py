@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 from example_notebooks import run_example
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")
@@ -176,7 +175,7 @@ def test_notebook_process_does_not_import_triton():
     import subprocess
 
     code = ("import sys; from jupyter_ktune.backends import get_backend; "
-            "from jupyter_ktune.spec import parse_cell; "
+            "from jupyter_ktune.api import parse_cell; "
             f"get_backend('triton').check(parse_cell('vadd --backend triton', {VADD!r})); "
             "print('triton' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

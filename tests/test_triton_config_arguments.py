@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
@@ -178,8 +177,8 @@ def test_config_on_the_line_names_a_tunable_of_the_kernels_own_autotune_list():
     pytest.importorskip("liger_kernel")
     from corpus.entries import BY_ID
 
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.errors import CellError
-    from jupyter_ktune.spec import parse_cell
 
     entry = BY_ID["liger-dyt"]
     line, body, _changed = entry.cell()

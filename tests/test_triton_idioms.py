@@ -15,10 +15,9 @@ import types
 import numpy as np
 import pytest
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 N = 100
 

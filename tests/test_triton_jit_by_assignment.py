@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.backends.triton.cell import check_cell
 from jupyter_ktune.errors import CellError
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 N = 100
 

@@ -21,7 +21,7 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from jupyter_ktune.spec import parse_cell
+from jupyter_ktune.api import parse_cell
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")

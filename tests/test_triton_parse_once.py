@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends.triton.cell import parse_kernel
 from jupyter_ktune.errors import CellError
-from jupyter_ktune.spec import parse_cell
 
 BODY = """# ktune: BLOCK in [64, 128]; grid = (1,)
 import triton

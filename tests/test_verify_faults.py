@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 
 def inputs():

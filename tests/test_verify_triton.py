@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from test_triton import MATMUL
 
-from jupyter_ktune.api import run_kernel
+from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.results import Status
-from jupyter_ktune.spec import parse_cell
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker, WorkerDied
-from jupyter_ktune.spec import parse_cell
 
 
 def inputs():
@@ -152,7 +152,7 @@ def test_worker_never_imports_device_libraries_in_the_notebook_process(tmp_path)
         "import sys\n"
         "import numpy as np\n"
         "from jupyter_ktune.runner.client import DeviceWorker\n"
-        "from jupyter_ktune.spec import parse_cell\n"
+        "from jupyter_ktune.api import parse_cell\n"
         "def inputs():\n"
         "    x = np.random.rand(64).astype(np.float32)\n"
         "    return dict(x=x, y=np.empty_like(x), n=64)\n"

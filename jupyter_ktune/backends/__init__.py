@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,10 @@ _BACKENDS: dict[str, str] = {
     "pallas": "jupyter_ktune.backends.pallas.backend",
     "triton": "jupyter_ktune.backends.triton.backend",
 }
+
+
+#: The backend of a cell whose magic line names none.
+DEFAULT_BACKEND = "cuda"
 
 
 def _registry() -> dict[str, str]:
@@ -51,3 +56,19 @@ def get_backend(name: str) -> Backend:
 def backend_names() -> tuple[str, ...]:
     """Names of the registered backends."""
     return tuple(sorted(_registry()))
+
+
+class Registered(Mapping[str, "Backend"]):
+    """The registry as a mapping, name -> backend, each imported only when it is looked up:
+    what the model (:func:`jupyter_ktune.spec.read_cell`) is handed to read a cell's syntax."""
+
+    def __getitem__(self, name: str) -> Backend:
+        if name not in _registry():
+            raise KeyError(name)
+        return get_backend(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(backend_names())
+
+    def __len__(self) -> int:
+        return len(_registry())

@@ -58,6 +58,10 @@ class DeviceInfo:
     limits: Mapping[str, int] = field(default_factory=dict)
     driver: str | None = None
     toolchain: Mapping[str, str] = field(default_factory=dict)
+    #: How the roofline's ceilings of this device are measured, run in the worker by
+    #: :mod:`jupyter_ktune.measure.ceilings` (a module-level function: it travels by
+    #: reference); None: none (CPU, interpreter), and the roofline says so.
+    measure_ceilings: Callable[[], Mapping[str, Any] | None] | None = None
 
 
 def device_limits(device: DeviceInfo) -> dict[str, int]:
@@ -165,6 +169,63 @@ class ScopeProfiler(Protocol):
 
         None: any file with ``ktune`` in its name (the cached module of a Python cell).
         """
+
+
+class BackendBase:
+    """The facts a backend may leave out, declared once with their defaults.
+
+    Every backend subclasses this, so the code outside ``backends/`` reads ``backend.comment``
+    instead of asking whether the name is ``"cuda"``: a new backend changes a default here by
+    overriding it in its own class, and no other file.
+    """
+
+    #: The comment that starts a ``ktune:`` directive line in this backend's cells.
+    comment: ClassVar[str] = "#"
+    #: Whether the cell may carry the CUDA C++ directives (``include``, ``pipeline``,
+    #: ``T = float``): the model (:mod:`jupyter_ktune.spec`) refuses them elsewhere.
+    cxx_directives: ClassVar[bool] = False
+    #: The cell's language as messages name it ("CUDA C++", "Triton").
+    language: ClassVar[str] = ""
+    #: The compiler controls (:mod:`jupyter_ktune.compiler_controls`) it takes, any other
+    #: refused on its cell line; None: not checked (to it they are tunables like any other).
+    compiler_controls: ClassVar[frozenset[str] | None] = None
+    #: Whether the cell is Python source, so ``--from module:kernel`` can read it from a module.
+    python_cells: ClassVar[bool] = True
+    #: Whether verification fills the outputs with a poison value before a run (a ``Bound``
+    #: may still say otherwise with its own ``poisons_outputs``): off where outputs are
+    #: returned, never written in place (Pallas).
+    poisons_outputs: ClassVar[bool] = True
+    #: What a sweep's CPU pool compiles ahead, in words for the report; None: no compile pool.
+    precompile: ClassVar[str | None] = None
+    #: Modules a compile-pool process imports before its first compile (only the compiler).
+    compiler_modules: ClassVar[tuple[str, ...]] = ()
+    #: Whether an exhaustive sweep hands the pool its costliest compiles first
+    #: (:mod:`jupyter_ktune.tuning.compile_order`: tile elements per thread, Triton's ptxas time).
+    compile_cost_order: ClassVar[bool] = False
+    #: The compute capability the scope profiler needs (Pallas: Mosaic GPU, Hopper); 0: any GPU.
+    profile_min_capability: ClassVar[float] = 0.0
+
+    def warm_compiler(self) -> None:
+        """In a compile-pool process, before its first compile: import ``compiler_modules``."""
+        import importlib
+
+        for name in self.compiler_modules:
+            importlib.import_module(name)
+
+    def static_capability(self, device: DeviceInfo) -> tuple[str, str]:
+        """How this backend makes its static report here (the ``ktune device`` column) and a
+        note on what is missing; ``("none", "")``: it makes none."""
+        return "none", ""
+
+    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any],
+               describe: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:
+        """At parse, in the notebook: the spec with what the kernel itself says folded in.
+
+        ``describe(spec)`` is this backend's own ``describe``, answered by the device worker
+        (handed in by the API layer, so the backend never calls the runner). The default: the
+        cell says everything itself.
+        """
+        return spec
 
 
 BackendFactory = Callable[[], Backend]

@@ -3,19 +3,18 @@
 Kept apart from :mod:`jupyter_ktune.measure.static` so that module holds the compile and parse
 logic and this one only presentation: one table row per kernel with registers, smem, spills,
 stack, occupancy and SASS highlights. Inline styles only, so it works in static renders and
-nbviewer. ``StaticReport._repr_html_`` calls :func:`report_html`.
+nbviewer. ``StaticReport._repr_html_`` calls :func:`report_html`, so the report and its
+kernels are annotated ``Any`` here: importing their types back, even for the type checker only,
+made the two modules a circle.
 """
 
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
+from typing import Any
 
 from jupyter_ktune.measure.sass import WGMMA_OPCODES, SassMix, category
 from jupyter_ktune.render import counted
-
-if TYPE_CHECKING:
-    from jupyter_ktune.measure.static import KernelStatic, StaticReport
 
 __all__ = ["report_html"]
 
@@ -23,7 +22,7 @@ _CELL = "padding:2px 8px;text-align:left;border-bottom:1px solid #ddd"
 _WARN = "color:#b00020;font-weight:bold"
 
 
-def report_html(rep: StaticReport) -> str:
+def report_html(rep: Any) -> str:
     """Render ``rep`` as an HTML table, one row per kernel."""
     head = ["kernel", "regs", "smem", "spills st/ld", "stack", "occupancy", "SASS"]
     rows = ["<tr>" + "".join(f'<th style="{_CELL}">{h}</th>' for h in head) + "</tr>"]
@@ -42,7 +41,7 @@ def report_html(rep: StaticReport) -> str:
             f'<caption style="text-align:left">{caption}</caption>{"".join(rows)}</table>')
 
 
-def _occupancy_cell(rep: StaticReport, k: KernelStatic) -> str:
+def _occupancy_cell(rep: Any, k: Any) -> str:
     if rep.threads_per_block is None:
         return "block size unknown"
     try:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.measure.stats import median_ci, relative_ci_halfwidth
 from jupyter_ktune.render import counted
+from jupyter_ktune.stats import median_ci, relative_ci_halfwidth
 
 
 def step_sizes(first: int, batch: int) -> Iterator[int]:

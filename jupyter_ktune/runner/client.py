@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from jupyter_ktune.backends import DEFAULT_BACKEND
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
@@ -324,7 +325,7 @@ class DeviceWorker:
             raise KtuneError(f"[ktune] the worker raised: {value}")
         return value
 
-    def device(self, backend: str = "cuda", timeout: float = 120.0) -> Any:
+    def device(self, backend: str = DEFAULT_BACKEND, timeout: float = 120.0) -> Any:
         """DeviceInfo for ``backend`` as the worker sees it."""
         kind, value = self.request(("device", backend), timeout)
         if kind == "error":
@@ -336,8 +337,7 @@ class DeviceWorker:
         the values of the inputs they name.
 
         The inputs function runs in the worker, never here (issue 34): one that allocates on the
-        GPU would open a device context in the notebook. Its failure is a CellError.
-        """
+        GPU would open a device context in the notebook. Its failure is a CellError."""
         self.device(spec.backend)  # the backend picks its mode before any spec is unpickled
         kind, value = self.request(("limits", spec),
                                    spec.options.timeout_s if timeout is None else timeout)

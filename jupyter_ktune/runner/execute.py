@@ -62,9 +62,10 @@ class FatalDeviceError(Exception):
 
 def _poisoned(spec: KernelSpec, bound: Any) -> bool:
     """Whether the outputs hold the poison sentinel before the run. A bound says so with
-    ``poisons_outputs``; Pallas outputs are fresh JAX buffers it cannot pre-fill (interpret
-    mode fills them with plain NaN), so there a NaN is "never written, or written as NaN"."""
-    return bool(getattr(bound, "poisons_outputs", spec.backend != "pallas"))
+    ``poisons_outputs``, else its backend does (``BackendBase.poisons_outputs``): Pallas
+    outputs are fresh JAX buffers it cannot pre-fill (interpret mode fills them with plain NaN),
+    so there a NaN is "never written, or written as NaN"."""
+    return bool(getattr(bound, "poisons_outputs", get_backend(spec.backend).poisons_outputs))
 
 
 def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,

@@ -47,8 +47,11 @@ def interleaved(configs: Iterable[Config], cost: dict[Config, float]) -> list[Co
 
 
 def compile_first(backend: str, configs: Sequence[Config]) -> list[Config] | None:
-    """The pool order for ``configs`` of ``backend``, or None to keep declaration order."""
-    if backend != "triton" or len(configs) < 3:
+    """The pool order for ``configs`` of ``backend`` (one whose ``compile_cost_order`` is set),
+    or None to keep declaration order."""
+    from jupyter_ktune.backends import get_backend
+
+    if not get_backend(backend).compile_cost_order or len(configs) < 3:
         return None
     cost = {c: triton_compile_cost(c) for c in configs}
     if len(set(cost.values())) < 2:

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
 from jupyter_ktune.tunable_values import COMPILER_CONTROLS, NOT_FOR_KERNEL
 from jupyter_ktune.tuning.store import StoredResult
 
-if TYPE_CHECKING:  # annotations only: TuneReport.export() imports this module
-    from jupyter_ktune.tuning.report import TuneReport
-    from jupyter_ktune.tuning.shapes import ShapesReport
+# A TuneReport and a ShapesReport are annotated Any here: TuneReport.export() and
+# ShapesReport.dispatch() import this module, and importing their types back, even for the type
+# checker only, made the three modules a circle.
 
 #: Triton launch options: keyword arguments of ``triton.Config``, not ``kwargs`` entries
 TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
-def _ranked(report: TuneReport, k: int) -> list[StoredResult]:
+def _ranked(report: Any, k: int) -> list[StoredResult]:
     """Winner first (by the verdict), then the rest of the sweep's fastest."""
     ranked = report.ranked
     best = report.best
@@ -33,7 +33,7 @@ def _ranked(report: TuneReport, k: int) -> list[StoredResult]:
     return ranked[:k]
 
 
-def _header(report: TuneReport, comment: str) -> list[str]:
+def _header(report: Any, comment: str) -> list[str]:
     lines = [f"{comment} Tuned by jupyter-ktune: {report.kernel} ({report.backend}) on "
              f"{report.device}, strategy '{report.strategy}', "
              f"{len(report.evaluations)} of {counted(report.valid_configs, 'config')} evaluated"]
@@ -67,7 +67,7 @@ def _cell_decorators(spec: Any, kernel: str) -> list[str]:
     return out if found else []
 
 
-def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = (),
+def triton_configs(report: Any, k: int = 3, key: tuple[str, ...] = (),
                    spec: Any = None) -> str:
     """Write a ``configs = [triton.Config(...), ...]`` list and an ``@triton.autotune`` decorator.
 
@@ -97,7 +97,7 @@ def triton_configs(report: TuneReport, k: int = 3, key: tuple[str, ...] = (),
     return "\n".join(lines) + "\n"
 
 
-def cpp_header(report: TuneReport, k: int = 1) -> str:
+def cpp_header(report: Any, k: int = 1) -> str:
     """Write a header of ``constexpr int`` constants for the winner (``KT_<KERNEL>_<PARAM>``)."""
     best = _ranked(report, max(1, k))
     if not best:
@@ -135,7 +135,7 @@ def compiler_note(kernel: str, name: str, value: Any) -> str:
     return f"compiled with {' '.join(value) or 'no extra nvcc flags'}"
 
 
-def pallas_table(report: TuneReport, k: int = 1, name: str = "TUNED_BLOCK_SIZES") -> str:
+def pallas_table(report: Any, k: int = 1, name: str = "TUNED_BLOCK_SIZES") -> str:
     """Write a dict literal keyed by (kernel, device), like JAX's ``tuned_block_sizes.py``."""
     rows = _ranked(report, max(1, k))
     if not rows:
@@ -149,7 +149,7 @@ def pallas_table(report: TuneReport, k: int = 1, name: str = "TUNED_BLOCK_SIZES"
     return "\n".join(lines) + "\n"
 
 
-def _kernel_tuner(report: TuneReport, **kw: Any) -> str:
+def _kernel_tuner(report: Any, **kw: Any) -> str:
     import json
 
     from jupyter_ktune.tuning.kerneltuner import to_t4
@@ -166,7 +166,7 @@ EXPORTERS: dict[str, Callable[..., str]] = {
 }
 
 
-def _winners(shapes: ShapesReport) -> list[tuple[dict[str, Any], StoredResult]]:
+def _winners(shapes: Any) -> list[tuple[dict[str, Any], StoredResult]]:
     out = [(dict(s), w) for s, w in zip(shapes.shapes, shapes.winners, strict=True) if w]
     if not out:
         raise ValueError("[ktune] no shape has a successful config to export")
@@ -177,7 +177,7 @@ def _shape_text(shape: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in shape.items())
 
 
-def dispatch_triton(shapes: ShapesReport) -> str:
+def dispatch_triton(shapes: Any) -> str:
     """A ``triton.autotune`` config list of the distinct winners, with the shapes' key."""
     lines = ["import triton", "", "# Tuned per shape by jupyter-ktune; winners:"]
     distinct: list[StoredResult] = []
@@ -194,7 +194,7 @@ def dispatch_triton(shapes: ShapesReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dispatch_cpp(shapes: ShapesReport) -> str:
+def dispatch_cpp(shapes: Any) -> str:
     """A C++ function that switches over shape buckets (ceil(log2) of each dimension) and
     returns that bucket's winner; other shapes get the winner of the most shapes."""
     winners = _winners(shapes)
@@ -240,7 +240,7 @@ def _bucket(v: int) -> int:
     return b
 
 
-def dispatch_pallas(shapes: ShapesReport, name: str = "TUNED_BLOCK_SIZES") -> str:
+def dispatch_pallas(shapes: Any, name: str = "TUNED_BLOCK_SIZES") -> str:
     """A dict literal keyed by (kernel, device, shape values), like JAX's tuned tables."""
     first = shapes.reports[0]
     lines = [f"# Tuned per shape by jupyter-ktune; key: (kernel, device, {', '.join(shapes.key)})",
@@ -264,11 +264,11 @@ def _exporter(registry: dict[str, Callable[..., str]], kind: str, what: str) -> 
     return fn
 
 
-def dispatch(shapes: ShapesReport, kind: str, **kw: Any) -> str:
+def dispatch(shapes: Any, kind: str, **kw: Any) -> str:
     """Export a per-shape dispatch table as ``kind``; an unknown kind lists the known ones."""
     return _exporter(DISPATCH, kind, "dispatch export")(shapes, **kw)
 
 
-def export(report: TuneReport, kind: str, **kw: Any) -> str:
+def export(report: Any, kind: str, **kw: Any) -> str:
     """Export ``report`` as ``kind``; an unknown kind lists the known ones."""
     return _exporter(EXPORTERS, kind, "export")(report, **kw)

@@ -19,26 +19,14 @@ from typing import Any
 
 import cloudpickle
 
-#: Modules a pool process imports before its first compile, per backend (seconds each). Only
-#: the compiler: torch is the cell's business (imported with its module where the cell asks),
-#: never a compile process's just to learn argument types (issue 33).
-_COMPILER_MODULES: dict[str, tuple[str, ...]] = {
-    "triton": ("triton", "triton.compiler", "triton.runtime.jit")}
-
 
 def warm_up(backend: str) -> None:
-    """Pool task: import the backend and its compiler, so the first real compile does not pay."""
-    import importlib
-
+    """Pool task: import the backend and its compiler (``warm_compiler``: only the compiler;
+    torch is the cell's business, never a compile process's just to learn argument types,
+    issue 33), so the first real compile does not pay."""
     from jupyter_ktune.backends import get_backend
 
-    get_backend(backend)
-    for name in _COMPILER_MODULES.get(backend, ()):
-        importlib.import_module(name)
-    if backend == "triton":  # its installation's hash, which each process's first compile pays
-        from jupyter_ktune.backends.triton.jit_warm import warm_cache_key
-
-        warm_cache_key()
+    get_backend(backend).warm_compiler()
 
 
 #: How much nicer than the sweep a compile-pool process runs (its ptxas and nvcc inherit it).

@@ -19,6 +19,7 @@ import cloudpickle
 
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
+from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning import main_guard
 from jupyter_ktune.tuning.pool import shared_pool
@@ -38,14 +39,16 @@ def pool_hints(blob: bytes) -> bytes:
         return cloudpickle.dumps(None)
 
 
-_hints: dict[tuple, Future] = {}  # (pool, source hash, inputs function) -> pool_hints task
+_hints: dict[tuple, Future] = {}  # (pool, source hash, inputs key) -> pool_hints task
 
 
 def hints_for(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> Future:
     """The :func:`pool_hints` task of ``spec`` on ``pool``, sent once: a panel sends it when
     its cell first runs (:func:`warm_pool`), so the Autotune press finds it done. Keyed by
-    the inputs function object itself: a redefined ``inputs`` is a new key."""
-    key = (id(pool), spec.source_hash, spec.inputs)
+    the inputs function's one key (:func:`~jupyter_ktune.problem_key.inputs_key`, as the
+    Triton backend keys the argument types these hints carry): a changed ``inputs`` is a new
+    key, an unchanged one run again is not."""
+    key = (id(pool), spec.source_hash, inputs_key(spec.inputs))
     future = _hints.get(key)
     if future is None or (future.done() and future.exception() is not None):
         future = _hints[key] = pool.submit(pool_hints, cloudpickle.dumps(spec))

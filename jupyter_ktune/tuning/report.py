@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.measure.stats import bootstrap_medians
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import Config, Space
+from jupyter_ktune.stats import bootstrap_medians
 from jupyter_ktune.tuning.export import export as export_report
 from jupyter_ktune.tuning.store import StoredResult
 from jupyter_ktune.tuning.warm import RankingMove

@@ -1,7 +1,7 @@
 """Where a sweep's variants are compiled and timed.
 
 * **Precompile pool**: a process pool on the CPU cores compiles upcoming configs while the GPU
-  times others (:data:`PRECOMPILED` says what each backend precompiles).
+  times others (:func:`precompiled` says what each backend precompiles).
 * :class:`LocalRunner`: one :class:`~jupyter_ktune.runner.client.DeviceWorker` per GPU of this
   host (``CUDA_VISIBLE_DEVICES`` per worker), each timing one variant at a time.
 * :class:`DaskRunner`: a ``dask.distributed`` cluster; each Dask worker process owns its own
@@ -45,27 +45,22 @@ from jupyter_ktune.tuning.pool import (  # noqa: F401 - the pool's names, re-exp
     warm_up,
 )
 
-#: What the CPU pool compiles ahead, per backend. Backends not listed get no pool.
-PRECOMPILED: dict[str, str] = {
-    "cuda": ("the static nvcc compile (nvcc -cubin -lineinfo + ptxas -v) of each config; its "
-             "report is handed to the device worker, which loads its cubin where it is for the "
-             "device's architecture (else NVRTC-compiles the variant) and times it"),
-    "triton": ("Triton's ahead-of-time triton.compile for the target arch (TTIR -> PTX -> "
-               "cubin), which fills Triton's on-disk cache (TRITON_CACHE_DIR) on this host, plus "
-               "the static report from that cubin; the worker's compile then hits the cache"),
-}
+
+def precompiled(backend: str) -> str | None:
+    """What the CPU pool compiles ahead for ``backend`` (its ``precompile``); None: no pool."""
+    return get_backend(backend).precompile
 
 
 def compile_pool_size(backend: str, asked: int | None, slots: int, remote: bool = False) -> int:
     """Processes of a sweep's compile pool: ``asked``, or the CPU count less one per device
-    slot for a backend with a precompile step (``PRECOMPILED``); none for a Dask cluster
+    slot for a backend with a precompile step (:func:`precompiled`); none for a Dask cluster
     (remote workers compile for themselves), nor in an unguarded script (spawned processes
     would run the script's ``tune()`` again: ``main_guard``, with a warning)."""
     if remote:
         return 0
     n = asked
     if n is None:
-        if backend not in PRECOMPILED:
+        if precompiled(backend) is None:
             return 0
         n = max(1, (os.cpu_count() or 2) - slots)
     where = main_guard.unguarded_call() if n > 0 else None

@@ -37,12 +37,12 @@ from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
 from jupyter_ktune.tuning.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tuning.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tuning.runners import (
-    PRECOMPILED,
     DaskRunner,
     LocalRunner,
     compile_pool_size,
     launcher_ahead,
     precompile,
+    precompiled,
     preload_pool,
     prepare_ahead,
 )
@@ -70,7 +70,7 @@ class TuneOptions:
         Time configs again even when the store has them.
     compile_workers
         Processes of the precompile pool; None: the CPU count less one per device worker, or
-        no pool for backends without a precompile step (see ``PRECOMPILED``).
+        no pool for backends without a precompile step (see ``precompiled``).
     stop
         An event that stops the sweep when set (as :meth:`Sweep.stop`).
     race
@@ -205,7 +205,7 @@ class Sweep:
                       "pool_compiles": pool_summary(self._compiled),
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
                       "launcher_ahead": self.launcher, "host_bound_retaken": retaken,
-                      "precompiled": PRECOMPILED.get(self.spec.backend, "nothing")})
+                      "precompiled": precompiled(self.spec.backend) or "nothing"})
             return self.report
         finally:
             runner.close()

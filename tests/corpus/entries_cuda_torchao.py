@@ -74,10 +74,10 @@ def nvrtc_log(entry: Entry) -> tuple[bool, str]:
     ``nvidia-cuda-nvrtc`` wheel): (compiled, log). Raises LookupError without libnvrtc."""
     from nvrtc_wheel import load_nvrtc, nvrtc_compile
 
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.backends.cuda.nvrtc import nvrtc_options
     from jupyter_ktune.backends.cuda.source import parse_signature, static_source
     from jupyter_ktune.backends.cuda.templates import type_arguments
-    from jupyter_ktune.spec import parse_cell
 
     nvrtc = load_nvrtc()
     if nvrtc is None:

@@ -136,9 +136,8 @@ def _one_value_tunable(out: Outcome, entry: Entry) -> str | None:
 
 
 def _run_once(entry: Entry, line: str, body: str, worker: Any, out: Outcome) -> None:
-    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.api import parse_cell, run_kernel
     from jupyter_ktune.errors import KtuneError
-    from jupyter_ktune.spec import parse_cell
 
     namespace = {"inputs": entry.inputs, "reference": entry.reference}
     try:

@@ -25,8 +25,10 @@ from concurrent.futures import Future
 from functools import cached_property
 from typing import Any, ClassVar
 
+from jupyter_ktune.backends import Registered
 from jupyter_ktune.backends.base import (
     COMPILE_ONLY_ENV,
+    BackendBase,
     DeviceInfo,
     Variant,
     device_limits,
@@ -68,8 +70,9 @@ from jupyter_ktune.backends.cuda.source import (
 )
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.torch_interop import start_warming
-from jupyter_ktune.compiler_controls import check_controls, with_name_prefix
+from jupyter_ktune.compiler_controls import check_controls, rename_cxx, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.requirements import install_hint
@@ -85,14 +88,24 @@ NO_GPU = ("no NVIDIA GPU here: a CUDA C++ kernel runs only on a machine with one
 _BUILDS_KEPT = 64
 
 
-class CudaBackend:
+class CudaBackend(BackendBase):
     """The ``--backend cuda`` implementation."""
 
     name: ClassVar[str] = "cuda"
+    comment: ClassVar[str] = "//"
+    cxx_directives: ClassVar[bool] = True
+    python_cells: ClassVar[bool] = False
+    language: ClassVar[str] = "CUDA C++"
+    compiler_controls: ClassVar[frozenset[str] | None] = frozenset({"name_prefix", "nvcc_flags",
+                                                             "maxnreg"})
+    precompile: ClassVar[str | None] = (
+        "the static nvcc compile (nvcc -cubin -lineinfo + ptxas -v) of each config; its "
+        "report is handed to the device worker, which loads its cubin where it is for the "
+        "device's architecture (else NVRTC-compiles the variant) and times it")
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
-        check_controls(spec)
+        check_controls(spec, Registered())
         for one, sig in kernels(spec):
             type_arguments(one, sig)
         include_dirs(spec)
@@ -107,6 +120,16 @@ class CudaBackend:
         if spec.block is None and spec.pipeline is None and not named_block:
             raise CellError("the block size is not given", line=1,
                             fix="Add: // ktune: block = BLOCK  (or --block on the magic line)")
+
+    def static_capability(self, device: DeviceInfo) -> tuple[str, str]:
+        """nvcc's report, wherever nvcc is found (no GPU needed)."""
+        from jupyter_ktune.toolchain import ToolNotFound, find_tool
+
+        try:
+            find_tool("nvcc")
+        except ToolNotFound as exc:
+            return "no", f"no static report: {exc}"
+        return "yes (nvcc, sm_90)", ""
 
     @cached_property
     def _device(self) -> DeviceInfo:
@@ -144,6 +167,7 @@ class CudaBackend:
             start_warming()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
+                          measure_ceilings=measure_ceilings,
                           toolchain={"cupy": cupy.__version__,
                                      "cuda_runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
                                      "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))})
@@ -160,9 +184,11 @@ class CudaBackend:
                     extra_defines: Mapping[str, str] | None = None) -> Any:
         """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
         cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
-        from jupyter_ktune.measure.static import CompileError, compile_static, in_sweep_pool
+        from jupyter_ktune.backends.cuda.static import CompileError, compile_static
+        from jupyter_ktune.measure.static import in_sweep_pool
 
-        spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in the source
+        # name_prefix: the kernel renamed in the source
+        spec = with_name_prefix(spec, config, rename=rename_cxx)
         flags = ("-std=c++17", *nvcc_flags(spec, config))
         stages = kernels(spec)
         cxx = spec.space.cxx_env(config)
@@ -237,7 +263,7 @@ class CudaBackend:
     def compile(self, spec: KernelSpec, config: Config) -> CudaVariant | PipelineVariant:
         """Load the variant, or every stage of a pipeline (worker only): nvcc's cubin, the
         static report's own build, wherever nvcc is found (:mod:`.archcubin`); else NVRTC."""
-        spec = with_name_prefix(spec, config)
+        spec = with_name_prefix(spec, config, rename=rename_cxx)
         if nvcc_runs(spec.options.arch):
             return compile_with_nvcc(self, spec, config)
         import cupy
@@ -268,7 +294,8 @@ class CudaBackend:
     def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> CudaVariant | None:
         """The variant from a static report built ahead by a sweep's pool (its nvcc cubin),
         or None to compile it (:func:`.archcubin.load_prebuilt` says when it cannot be used)."""
-        return load_prebuilt(self, with_name_prefix(spec, config), config, report)
+        named = with_name_prefix(spec, config, rename=rename_cxx)
+        return load_prebuilt(self, named, config, report)
 
     def timer(self) -> CupyTimer:
         """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
@@ -291,7 +318,8 @@ class CudaBackend:
     def profile_scopes(self, spec: KernelSpec, config: Config,
                        inputs: Callable[[], dict[str, Any]]) -> Breakdown:
         """Trace one launch of the KT_SCOPE-instrumented variant (see :mod:`.profile`)."""
-        return profile_cuda(self, with_name_prefix(spec, config), config, inputs())[0]
+        named = with_name_prefix(spec, config, rename=rename_cxx)
+        return profile_cuda(self, named, config, inputs())[0]
 
     def line_file(self, variant: Variant) -> str | None:
         """The cell is compiled behind ``#line N "cell"``: ncu names its lines' file so."""

@@ -65,7 +65,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends.base import DeviceInfo, Variant
+from jupyter_ktune.backends.base import BackendBase, DeviceInfo, Variant
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.pallas.cell import (
     Target,
     cell_failure,
@@ -91,10 +92,14 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.variant_key import variant_key
 
 
-class PallasBackend:
+class PallasBackend(BackendBase):
     """The ``--backend pallas`` implementation."""
 
     name: ClassVar[str] = "pallas"
+    language: ClassVar[str] = "Pallas"
+    compiler_controls: ClassVar[frozenset[str] | None] = frozenset()  # none: each is refused
+    poisons_outputs: ClassVar[bool] = False  # fresh JAX buffers, never pre-filled
+    profile_min_capability: ClassVar[float] = 9.0  # Mosaic GPU, its only profiled lowering
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -151,7 +156,13 @@ class PallasBackend:
 
             driver = driver_version()
         return DeviceInfo(True, t.name, compute_capability=t.compute_capability, limits=limits,
-                          driver=driver, toolchain=toolchain)
+                          driver=driver, toolchain=toolchain, measure_ceilings=measure_ceilings)
+
+    def static_capability(self, device: DeviceInfo) -> tuple[str, str]:
+        """The lowered program's sizes, on a GPU only."""
+        if device.compute_capability:
+            return "yes (program sizes)", ""
+        return "on a GPU only", ""
 
     def _variant(self, spec: KernelSpec, config: Config) -> PallasVariant:
         """Build (once per variant key and config, shared by compile and the static thread)."""

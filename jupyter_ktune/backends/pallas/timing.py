@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_ktune.measure.stats import relative_ci_halfwidth
 from jupyter_ktune.measure.timing import HostClock, TimingPlan, time_kernel, warmup_runs
 from jupyter_ktune.results import Timing
+from jupyter_ktune.stats import relative_ci_halfwidth
 
 
 class HostTimer(HostClock):

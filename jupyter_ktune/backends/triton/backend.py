@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
+from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton import static as ts
@@ -45,6 +46,7 @@ from jupyter_ktune.backends.triton.config_arguments import (
 from jupyter_ktune.backends.triton.decorators import apply_heuristics, param_default, unwrap
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
 from jupyter_ktune.backends.triton.describe import module_source, read_autotune
+from jupyter_ktune.backends.triton.facts import TritonFacts
 from jupyter_ktune.backends.triton.given import as_constexpr
 from jupyter_ktune.backends.triton.helpers import notebook_helpers
 from jupyter_ktune.backends.triton.interpreter import (
@@ -65,7 +67,7 @@ from jupyter_ktune.backends.triton.module import (
 from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
-from jupyter_ktune.compiler_controls import with_name_prefix
+from jupyter_ktune.compiler_controls import rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
@@ -79,7 +81,7 @@ INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
 _STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
 
 
-class TritonBackend:
+class TritonBackend(TritonFacts):
     """The ``--backend triton`` implementation."""
 
     name: ClassVar[str] = "triton"
@@ -95,14 +97,15 @@ class TritonBackend:
     def check(self, spec: KernelSpec) -> None:  # host side, no triton import: check_cell
         check_cell(spec)
 
-    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any]) -> KernelSpec:
+    def expand(self, spec: KernelSpec, namespace: Mapping[str, Any],
+               describe: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:
         """At parse time, on the notebook side: the jit helpers of earlier cells that the cell
         uses (:mod:`.helpers`), and the kernel's ``@triton.autotune`` list as tunables
-        (:mod:`.describe`)."""
+        (:mod:`.describe`, read by ``describe``: the worker's answer to :meth:`describe`)."""
         helpers = notebook_helpers(spec.source, namespace)
         if helpers:
             spec = dataclasses.replace(spec, helpers=helpers)
-        return expand_autotune(spec)
+        return expand_autotune(spec, describe)
 
     def describe(self, spec: KernelSpec) -> dict[str, Any]:
         """In the worker, at parse: the module's ``@triton.autotune`` list (:mod:`.describe`)."""
@@ -147,7 +150,8 @@ class TritonBackend:
             # config's verification in a fresh worker (sweep_profile/2026-12-01-2309)
             start_warming()
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
-                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda})
+                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda},
+                          measure_ceilings=measure_ceilings)
 
     def device(self) -> DeviceInfo:
         """Describe the GPU, or the interpreter on a CPU machine."""
@@ -209,7 +213,7 @@ class TritonBackend:
     def _aot_request(self, spec: KernelSpec, config: Config) -> tuple[tuple, ts.AotRequest]:
         """The compile of ``config`` as a request a process can run: (its cache key, it); the
         argument types are the cell's, whatever name ``name_prefix`` gives the kernel."""
-        original, spec = spec, with_name_prefix(spec, config)
+        original, spec = spec, with_name_prefix(spec, config, rename=rename_python)
         sig = check_cell(spec)
         clock = time.perf_counter()
         module = self.module(spec)
@@ -320,7 +324,8 @@ class TritonBackend:
 
     def compile(self, spec: KernelSpec, config: Config) -> TritonVariant:
         """Import the cell's module and check it compiles (ahead of time, for the target arch)."""
-        spec = with_name_prefix(spec, config)  # name_prefix: the kernel renamed in its module
+        # name_prefix: the kernel renamed in its module
+        spec = with_name_prefix(spec, config, rename=rename_python)
         sig = check_cell(spec)
         check_launch_options(spec, LAUNCH_OPTIONS)
         try:  # the interpreter runs the Python: its report's compile is the run's business

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jupyter_ktune.backends import Registered
 from jupyter_ktune.backends.triton.params import check_values, param_kinds
 from jupyter_ktune.compiler_controls import check_controls
 from jupyter_ktune.errors import CellError
@@ -193,7 +194,7 @@ def check_cell(spec: KernelSpec) -> TritonSignature:
                             fix=f"Return {p} from the inputs function (--inputs), declare it as "
                                 f"a tunable: # ktune: {p} in [...], or give it a default: "
                                 f"{p}: tl.constexpr = ...")
-    check_controls(spec)
+    check_controls(spec, Registered())
     in_exprs = " ".join(e.text for e in (spec.grid, spec.block, spec.flops, spec.bytes) if e)
     for name in spec.space.names:
         if name in NOT_FOR_KERNEL and name in sig.params:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -54,15 +55,13 @@ def autotune_line(spec: KernelSpec) -> int | None:
     return None
 
 
-def describe(spec: KernelSpec) -> dict[str, Any]:
+def describe(spec: KernelSpec, ask: Callable[[KernelSpec], dict[str, Any]]) -> dict[str, Any]:
     """The cell module's autotune list (``{"configs": [...], ...}``), read by the device worker
-    (:func:`read_autotune` there) once per cell text."""
+    (:func:`read_autotune` there, asked through ``ask``) once per cell text."""
     key = (module_source(spec), spec.name, spec.options.arch)
     if key in _DONE:
         return _DONE[key]
-    from jupyter_ktune.runner.describe import describe_in_worker
-
-    out = describe_in_worker(spec)
+    out = ask(spec)
     if "error" in out:
         raise CellError(f"the cell's module failed while ktune read the @triton.autotune list: "
                         f"{out['error']}", line=out.get("line") or autotune_line(spec),
@@ -72,12 +71,13 @@ def describe(spec: KernelSpec) -> dict[str, Any]:
     return out
 
 
-def expand(spec: KernelSpec) -> KernelSpec:
-    """The spec with the autotune list folded into its space (see the module docstring)."""
+def expand(spec: KernelSpec, ask: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:
+    """The spec with the autotune list folded into its space (see the module docstring);
+    ``ask(spec)`` is the device worker's answer to the backend's ``describe``."""
     line = autotune_line(spec)
     if line is None:
         return spec
-    configs = describe(spec)["configs"]
+    configs = describe(spec, ask)["configs"]
     declared = set(spec.space.names)
     names = [n for c in configs for n in c if n not in declared]
     names = list(dict.fromkeys(names))

@@ -3,6 +3,10 @@
 GPU run times are skewed (a clock ramp, an interrupt, a neighbour), so the project reports the
 median and the interquartile range, and decides when to stop timing by the width of the median's
 confidence interval rather than by a fixed count.
+
+A top-level module, not part of ``measure/``: the result model (:mod:`jupyter_ktune.results`)
+reports a timing's CI with it, and ``measure/`` builds those results, so inside ``measure/`` it
+made the two packages import each other.
 """
 
 from __future__ import annotations
