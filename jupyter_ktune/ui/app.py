@@ -2,13 +2,15 @@
 
 Layout: the numbers that matter first (badge: status, median with spread, the config shown, the
 error if any; a banner when a move was refused), then controls on the left and the views in tabs
-on the right (:mod:`jupyter_ktune.ui.sections`: timing first; heatmap, roofline, swizzle map,
-the result card with the static report, the cycle breakdown), so the panel stays compact. Every
-delivery from the session updates the history and the heatmap; only the newest request's result
-replaces what is shown as current, so a stale result never overwrites it. A variant without
-timing (compile error, timeout) shows its reason where the timing plots were; actions that
-cannot work (Autotune before anything compiled, a breakdown in a replay) are disabled and say
-why. When nothing can run here (no GPU), a line says what can be done instead.
+on the right, so the panel stays compact. The views are the registered ones
+(:mod:`jupyter_ktune.ui.views`, in tab order: timing first; heatmap, roofline, swizzle map, the
+result card with the static report, the cycle breakdown, the comparison); this module names
+none of them, it calls their hooks (:class:`~jupyter_ktune.ui.views.base.View`). Every delivery
+from the session goes to every view (the history, the heatmap); only the newest request's result
+replaces what is shown as current, so a stale result never overwrites it. Views that need a
+timed result stay hidden until there is one; actions that cannot work (Autotune before anything
+compiled, a breakdown in a replay) are disabled and say why. When nothing can run here (no GPU),
+a line says what can be done instead.
 
 The panel's MIME bundle carries the widget view, the panel MIME type (its model id) and a static
 snapshot of the current result as ``text/html`` (card and small SVG figures, no JavaScript).
@@ -28,45 +30,26 @@ from typing import Any
 
 import ipywidgets as w
 
-from jupyter_ktune.render import fmt_time, noise_note, run_result_html, run_result_text
+from jupyter_ktune.render import fmt_time, noise_note, run_result_text
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import Delivery, TuningSession
-from jupyter_ktune.smem_tile import SWIZZLE_NAMES
 from jupyter_ktune.space import Config
 from jupyter_ktune.tunable_values import value_text
 from jupyter_ktune.tuning.report import TuneReport
 from jupyter_ktune.tuning.sweep import TuneOptions
 from jupyter_ktune.ui.autotune import AutotuneBar
-from jupyter_ktune.ui.breakdown import BreakdownButton
-from jupyter_ktune.ui.compare_view import CompareView, Pinning
 from jupyter_ktune.ui.controls import Controls
 from jupyter_ktune.ui.dock import PanelRoot, dock_button
-from jupyter_ktune.ui.panels import HeatmapPanel, TimingPanel
 from jupyter_ktune.ui.refusal import refusal_reasons
-from jupyter_ktune.ui.roofline import RooflinePanel
 from jupyter_ktune.ui.sections import Tabs
-from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_html
-from jupyter_ktune.ui.swizzle_map import SwizzlePanel
+from jupyter_ktune.ui.snapshot import MIME_TYPE, snapshot_page
+from jupyter_ktune.ui.views import PanelState, View, registered
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: the snapshot widget is refreshed at most this often (seconds) during a drag
 SNAPSHOT_EVERY_S = 0.5
 #: statuses of a variant that never built (a timeout or runtime error had compiled)
 NEVER_COMPILED = (Status.COMPILE_ERROR, Status.CANNOT_RUN, Status.NOT_ALLOWED)
-
-
-def no_plots_html(r: RunResult) -> str:
-    """What stands where the timing plots were when the current variant has no timing."""
-    if r.status is Status.CANNOT_RUN:
-        return ("<div style='color:#57606a'>Nothing timed for "
-                f"<code>{escape(Config(r.config).label())}</code>: {escape(r.status.value)}."
-                "</div>")
-    reason = (r.reason or "").strip() or "no reason was given"
-    return (f"<div class='ktune-failed' style='border-left:3px solid #cf222e;padding:2px 8px'>"
-            f"<b>{escape(r.status.value)}</b> for <code>{escape(Config(r.config).label())}"
-            "</code>: nothing to plot.<pre style='white-space:pre-wrap;overflow-wrap:anywhere;"
-            f"max-height:330px;overflow:auto;margin:4px 0 0;font-size:12px'>{escape(reason)}"
-            "</pre></div>")
 
 
 def _badge(r: RunResult) -> str:
@@ -97,25 +80,14 @@ def _badge(r: RunResult) -> str:
             f"<b>{med}</b> <code class='ktune-shown'>{escape(cfg)}</code>{error}</div>")
 
 
-def default_axes(params: Any) -> tuple[str | None, str]:
-    """The heatmap's first axes: the first two tunables that take more than one value.
-
-    A tunable of one value (an attention cell's ``HEAD_DIM``, tied to its inputs) would make a
-    heatmap of one row or column; declaration order decides among the rest, and a space with
-    fewer than two such tunables falls back to the first names (y "-" for none).
-    """
-    names = [p.name for p in params]
-    varied = [p.name for p in params if len(p.values) > 1]
-    picks = varied + [n for n in names if n not in varied]
-    return (picks[0] if picks else None), (picks[1] if len(picks) > 1 else "-")
-
-
-class KernelPanel(Pinning):
+class KernelPanel:
     """One cell's live panel over a :class:`TuningSession`.
 
     What a notebook reads from it: :attr:`result` (the current RunResult, the one shown),
     :attr:`history` (every result delivered, in order) and :meth:`tune` (a sweep, as the
-    Autotune button runs it, returning the TuneReport).
+    Autotune button runs it, returning the TuneReport); the views answer for more (``pin``,
+    ``unpin``, ``pinned`` and ``compare`` of the Compare tab; ``heatmap``, ``roofline``, ...:
+    each view's ``exports``).
 
     Examples
     --------
@@ -130,61 +102,44 @@ class KernelPanel(Pinning):
     def __init__(self, session: TuningSession, start: Config,
                  ceilings: Mapping[str, Any] | None = None):
         self.session = session
+        #: the device's measured peaks the panel was made with (None: not measured yet)
+        self.ceilings = ceilings
         space = session.spec.space
         self.results: dict[Config, RunResult] = {}
         self.current: RunResult | None = None
         self._history: list[RunResult] = []
         self.latencies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._exports: dict[str, View] = {}
         self.controls = Controls(
             space, start, lambda v: refusal_reasons(space, space.config(v), session.limits),
             self._request)
         self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
-        self.card = w.HTML()
-        self.timing = TimingPanel()
-        self.heatmap = HeatmapPanel(space.params, unit=self.timing.unit)  # one unit
-        self.roofline = RooflinePanel(ceilings)
-        names = list(space.names)
-        first_x, first_y = default_axes(space.params)
-        self.axis_x = w.Dropdown(options=names, value=first_x,
-                                 description="heatmap x", layout=w.Layout(width="185px"),
-                                 style={"description_width": "70px"})
-        self.axis_y = w.Dropdown(options=["-", *names], value=first_y,
-                                 description="y", layout=w.Layout(width="185px"),
-                                 style={"description_width": "20px"})
-        for d in (self.axis_x, self.axis_y):
-            d.observe(lambda _c: self._set_axes(), names="value")
-        self._set_axes()
-        self.heatmap.source.selected.on_change("indices", self._tapped)
-        # the swizzle map for kernels that declare their tile or have a swizzle tunable; it is
-        # the model's, so it follows the controls (not the results) and needs no device
-        spec = session.spec
-        self.swizzle = SwizzlePanel(spec.smem_tile)
-        self.has_swizzle_map = spec.smem_tile is not None or any(
-            n in names for n in SWIZZLE_NAMES)
-        if self.has_swizzle_map:
-            for widget in self.controls.widgets.values():
-                widget.observe(lambda _c: self.swizzle.show(self.controls.values), names="value")
-            self.swizzle.show(self.controls.values)
-        self.breakdown = BreakdownButton(session, lambda: self.current)  # cycle breakdown
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
         self.cannot_run = w.HTML(layout=w.Layout(display="none"))
-        # where the plots were, when the current variant failed (or nothing can run here)
-        self.no_plots = w.HTML(layout=w.Layout(display="none"))
-        self.no_plots.add_class("ktune-no-plots")
+        # stands in the views that need a timed result (needs_timing) until there is one
         self.no_results = w.HTML("<small style='color:#57606a'>No timed result yet: the views "
                                  "fill in when a config runs.</small>")
-        self.compare_view = CompareView(self)  # the Pin button and the Compare tab
-        self.tabs = Tabs(self)
-        self.breakdown.button.on_click(lambda _b: self.tabs.select("Breakdown"))
+        #: one instance of every registered view, in tab order
+        self.views: list[View] = []
+        for view_class in registered():
+            view = view_class(self)
+            self.views.append(view)
+            for name in view_class.exports:  # later views may read earlier views' exports
+                if name in self._exports or name in dir(type(self)) or name in vars(self):
+                    raise ValueError(f"[ktune] view {view_class.title!r} exports {name!r}, "
+                                     "which the panel already has")
+                self._exports[name] = view
+        self.tabs = Tabs(self, self.views)
         self.snapshot = w.HTML(layout=w.Layout(display="none"))
         self.snapshot.add_class("ktune-snapshot-src")  # copied into the saved output (panel.ts)
         self.root = PanelRoot(dock_title=f"ktune: {session.spec.name}")
         self.dock_button = dock_button(self.root)
+        actions = [b for v in self.views if v.actions_before_dock for b in v.actions()]
+        actions += [self.dock_button]
+        actions += [b for v in self.views if not v.actions_before_dock for b in v.actions()]
         self.left = w.VBox([self.controls.box, self.autotune.box,
-                            w.HBox([self.breakdown.button, self.dock_button,
-                                    self.compare_view.pin_button],
-                                   layout=w.Layout(flex_flow="row wrap"))],
+                            w.HBox(actions, layout=w.Layout(flex_flow="row wrap"))],
                            layout=w.Layout(width="390px", min_width="390px"))
         # narrow outputs: the tabs wrap below the controls rather than widen the output
         self.body = w.HBox([self.left, self.tabs.tab],
@@ -197,20 +152,21 @@ class KernelPanel(Pinning):
         session.subscribe(self._deliver)
         self._request(self.controls.values)
 
+    def __getattr__(self, name: str) -> Any:
+        """What a view exports (``panel.heatmap``, ``panel.pin``), read from that view."""
+        exports = self.__dict__.get("_exports")
+        if exports is None or name not in exports:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(exports[name], name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self.__dict__.get("_exports", {})})
+
     # -- wiring ------------------------------------------------------------------------------
     def _request(self, values: Mapping[str, Any]) -> None:
         self.badge.value = ("<div class='ktune-badge' style='line-height:1.6'><i>running "
                             f"{escape(Config(values).label())} …</i></div>")
         self.session.request(values)
-
-    def _set_axes(self) -> None:
-        y = None if self.axis_y.value in ("-", self.axis_x.value) else self.axis_y.value
-        if self.axis_x.value:
-            self.heatmap.set_axes(self.axis_x.value, y, list(self.results.values()))
-
-    def _tapped(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if new:  # every tunable, so exactly the config drawn in the cell runs
-            self.controls.set_values(self.heatmap.config_at(new[0]))
 
     def _deliver(self, d: Delivery, kind: str | None = None) -> None:
         r = d.result
@@ -220,14 +176,13 @@ class KernelPanel(Pinning):
         with self._lock:
             self.results[Config(r.config)] = r
             self._history.append(r)
-            self.timing.add(r, kind or ("current" if d.current else "stale"))
-            self.heatmap.add(r)
+            for view in self.views:
+                view.add(r, kind or ("current" if d.current else "stale"))
             if d.current:
                 self.current = r
                 self.badge.value = _badge(r)
-                self.card.value = run_result_html(r)
-                self.timing.show_current(r)
-                self.roofline.show(r)
+                for view in self.views:
+                    view.show(r)
                 self.controls.showing(Config(r.config).label())
                 self._adapt()
                 self._snapshot_soon()
@@ -252,33 +207,29 @@ class KernelPanel(Pinning):
             if self.current is not None and self.current.static_pending \
                     and Config(self.current.config) == config:
                 self.current = r
-                self.card.value = run_result_html(r)
+                for view in self.views:
+                    view.complete(r)
                 self._snapshot_soon()
 
     def _adapt(self) -> None:
         """Views and actions only where they can work; otherwise say why, where they were."""
         hist, r = self._history, self.current
-        ran = any(h.status is not Status.CANNOT_RUN for h in hist)
         timed = any(h.status is Status.OK and h.measurement is not None for h in hist)
-        compiled = any(h.status not in NEVER_COMPILED for h in hist)
-        replay = self.session.worker is None  # saved results: nothing runs here
-        gpu = (r is not None and r.measurement is not None
-               and "host time" not in r.measurement.timing.method)
-        self.breakdown.button.disabled = replay or not gpu  # it traces warps on the GPU
-        self.breakdown.button.tooltip = (
-            "A replay of saved results: nothing runs here, so there is no cycle breakdown."
-            if replay else "trace the current variant's scopes; per-line stalls from ncu where "
-            "it works" if gpu else
-            "The cycle breakdown traces warps on a GPU: not available for this result.")
+        state = PanelState(
+            current=r, results=len(hist),
+            ran=any(h.status is not Status.CANNOT_RUN for h in hist), timed=timed,
+            compiled=any(h.status not in NEVER_COMPILED for h in hist),
+            replay=self.session.worker is None,  # saved results: nothing runs here
+            gpu=(r is not None and r.measurement is not None
+                 and "host time" not in r.measurement.timing.method),
+            failed=r is not None and r.measurement is None)
         self.controls.status.layout.display = None if self.controls.status.value else "none"
         self.no_results.layout.display = "none" if timed else None
-        for title in ("Heatmap", "Roofline"):
-            self.tabs.plots[title].layout.display = None if timed else "none"
-        failed = r is not None and r.measurement is None
-        self.timing_plots.layout.display = "none" if failed else None
-        self.no_plots.layout.display = None if failed else "none"
-        self.no_plots.value = no_plots_html(r) if failed else ""
-        if not ran:
+        for view in self.views:
+            if view.needs_timing and view.title in self.tabs.plots:
+                self.tabs.plots[view.title].layout.display = None if timed else "none"
+            view.adapt(state)
+        if not state.ran:
             why = (r.reason or "").strip().splitlines()[0] if r is not None and r.reason else ""
             self.cannot_run.layout.display = None
             self.cannot_run.value = (
@@ -288,14 +239,12 @@ class KernelPanel(Pinning):
                 "kernel, run the notebook on a machine with the backend's GPU; to skip the run, "
                 "add <code>--static-only</code>.</div>")
             self.autotune.enable(False, "Autotune needs a device that can run the kernel.")
-            if len(hist) == 1:  # the static report is what there is: show it first
-                self.tabs.select("Report")
             return
         self.cannot_run.value = ""
         self.cannot_run.layout.display = "none"
-        if replay:
+        if state.replay:
             self.autotune.enable(False, "A replay of saved results: nothing runs here.")
-        elif not compiled:
+        elif not state.compiled:
             self.autotune.enable(False, "No config of this cell has compiled yet: fix the error "
                                         "shown above, or move a slider to a config that builds.")
         else:
@@ -318,8 +267,12 @@ class KernelPanel(Pinning):
             self.snapshot.value = self.snapshot_html()
 
     def snapshot_html(self) -> str:
-        """Render the static snapshot of what the panel shows now (card and SVG figures)."""
-        return snapshot_html(self.current, self._history, self.heatmap)
+        """Render the static snapshot of what the panel shows now: the current card under
+        every view's static figures (:meth:`View.snapshot`)."""
+        current = self.current
+        figures = [] if current is None else [
+            svg for view in self.views for svg in view.snapshot(current, self._history)]
+        return snapshot_page(current, self._history, figures)
 
     def dock(self, docked: bool = True) -> None:
         """Show the panel beside the notebook (``docked=False``: back under its cell).

@@ -29,12 +29,15 @@ from jupyter_ktune.ui import panel_file
 
 
 def save_panel(panel: Any, path: str | Path) -> Path:
-    """Write a live panel's spec, limits, ceilings, history and current config to ``path``
-    (JSON; the cell's inputs and reference functions are not saved: a replay runs nothing)."""
+    """Write a live panel's spec, limits, history and current config to ``path``, with what
+    each view adds (``View.saved``: the roofline's ceilings). JSON; the cell's inputs and
+    reference functions are not saved: a replay runs nothing."""
     session = panel.session
-    data = {"spec": session.spec, "limits": dict(session.limits),
-            "ceilings": dict(panel.roofline.ceilings), "history": list(panel.history),
-            "current": dict(panel.current.config) if panel.current is not None else None}
+    data = {"spec": session.spec, "limits": dict(session.limits)}
+    for view in panel.views:
+        data.update(view.saved())
+    data.update({"history": list(panel.history),
+                 "current": dict(panel.current.config) if panel.current is not None else None})
     return panel_file.dump(data, Path(path))
 
 
@@ -101,7 +104,7 @@ def load_panel(path: str | Path) -> Any:
     session = ReplaySession(data["spec"], history, data["limits"])
     start = data["current"] or (dict(history[-1].config) if history else None)
     start_config = session.spec.space.config(start or {})
-    panel = KernelPanel(session, start_config, data["ceilings"])  # type: ignore[arg-type]
+    panel = KernelPanel(session, start_config, data.get("ceilings"))  # type: ignore[arg-type]
     current = panel.current
     for r in history:  # the saved history, in order, then the saved current config again
         panel.show_result(r)

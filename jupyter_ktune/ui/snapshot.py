@@ -115,21 +115,40 @@ def heatmap_svg(source_data: dict[str, list[Any]], xs: Sequence[str], ys: Sequen
                   f"{axes[0]} × {axes[1]}" if axes[1] else axes[0])
 
 
-def snapshot_html(current: RunResult | None, history: Sequence[RunResult],
-                  heatmap: Any = None) -> str:
-    """Render the whole static snapshot: the figures row above the current result's card."""
-    if current is None:
-        return "<div class='ktune-snapshot'><i>ktune panel: no result yet</i></div>"
-    # one unit for both figures, as in the live panel (issue 35)
+def timing_figures(current: RunResult, history: Sequence[RunResult]) -> list[str]:
+    """The run-time distribution and every result's median, in one unit (as in the live panel,
+    issue 35)."""
     runs = ([float(np.max(current.measurement.timing.times_ms))]
             if current.measurement is not None else [])
     unit = time_unit([*_medians(list(history)[-_MAX_POINTS:]), *runs])
-    figs = [distribution_svg(current, unit), history_svg(history, unit)]
-    if heatmap is not None and heatmap.axes is not None:
-        figs.append(heatmap_svg(dict(heatmap.source.data), list(heatmap.fig.x_range.factors),
-                                list(heatmap.fig.y_range.factors), heatmap.axes))
+    return [distribution_svg(current, unit), history_svg(history, unit)]
+
+
+def heatmap_figures(heatmap: Any) -> list[str]:
+    """The live heatmap's cells as drawn, once it has axes (else nothing)."""
+    if heatmap is None or heatmap.axes is None:
+        return []
+    return [heatmap_svg(dict(heatmap.source.data), list(heatmap.fig.x_range.factors),
+                        list(heatmap.fig.y_range.factors), heatmap.axes)]
+
+
+def snapshot_page(current: RunResult | None, history: Sequence[RunResult],
+                  figures: Sequence[str]) -> str:
+    """The whole static snapshot: the views' ``figures`` in a row above the current card."""
+    if current is None:
+        return "<div class='ktune-snapshot'><i>ktune panel: no result yet</i></div>"
     row = ("<div style='display:flex;gap:8px;flex-wrap:wrap;margin:4px 0'>"
-           + "".join(figs) + "</div>") if current.measurement is not None or history else ""
+           + "".join(figures) + "</div>") if figures and (
+        current.measurement is not None or history) else ""
     note = ("<div style='color:#57606a;font-size:12px'>static snapshot of the last result "
             "shown (run the cell for the live panel)</div>")
     return f"<div class='ktune-snapshot'>{note}{row}{run_result_html(current)}</div>"
+
+
+def snapshot_html(current: RunResult | None, history: Sequence[RunResult],
+                  heatmap: Any = None) -> str:
+    """Render the snapshot of the timing figures and ``heatmap`` above the current card."""
+    if current is None:
+        return snapshot_page(None, history, [])
+    return snapshot_page(current, history,
+                         timing_figures(current, history) + heatmap_figures(heatmap))
