@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import jupyter_ktune.ui.app as app
+from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.space import Config
-from jupyter_ktune.spec import parse_cell
 from jupyter_ktune.ui import panel_file
 from jupyter_ktune.ui.app import KernelPanel
 from jupyter_ktune.ui.replay import load_panel, save_panel
