@@ -3,7 +3,8 @@
 Adding a backend is one package beside this file plus one line in ``_BACKENDS`` (STYLE.md
 habit 3: a registry, not an if/elif chain); ``README.md`` here has the protocol and the steps.
 This module imports no backend until one is asked for, and nothing that imports it back
-(:mod:`jupyter_ktune.spec` checks ``--backend`` names against it).
+(:mod:`jupyter_ktune.api` checks ``--backend`` names against it; :mod:`jupyter_ktune.spec`
+imports no backend).
 """
 
 from __future__ import annotations
