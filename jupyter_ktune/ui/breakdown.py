@@ -231,6 +231,7 @@ class BreakdownButton:
         self.marks_override: Callable[[], dict[str, Any] | None] | None = None
         self.plain_marks: dict[str, Any] | None = None  # the bundle of the last per-line lines
         self._shown_marks: dict[str, Any] | None = None
+        self._marks_lock = threading.RLock()
         self.button.on_click(lambda _b: self.start())
 
     def start(self) -> threading.Thread:
@@ -293,16 +294,17 @@ class BreakdownButton:
         plain marks of the last per-line breakdown; nothing is redrawn when nothing changed."""
         from IPython.display import display
 
-        bundle = self.marks_override() if self.marks_override is not None else None
-        bundle = bundle or self.plain_marks
-        if bundle == self._shown_marks:
-            return
-        self._shown_marks = bundle
-        self.out.clear_output()
-        if bundle is not None:
-            self._place()
-            with self.out:
-                display(bundle, raw=True)
+        with self._marks_lock:  # the breakdown's thread, the session's and the kernel's call it
+            bundle = self.marks_override() if self.marks_override is not None else None
+            bundle = bundle or self.plain_marks
+            if bundle == self._shown_marks:
+                return
+            self._shown_marks = bundle
+            self.out.clear_output()
+            if bundle is not None:
+                self._place()
+                with self.out:
+                    display(bundle, raw=True)
 
 
 def _problems(problems: list[str]) -> str:
