@@ -144,11 +144,12 @@ def test_pin_two_breakdowns_and_the_gutter_gets_the_difference_until_unpin(panel
     panel.breakdown.start().join(60)
     plain = _shown(panel)
     assert plain is not None and "diff" not in plain and set(plain["lines"]) == {"3", "4"}
+    assert plain["note"] == "samples of BLOCK=1"  # the bars name their config
     panel.pin()  # BLOCK=1, with its breakdown
     assert "diff" not in _shown(panel)  # the current config is the pinned one
     _move(panel, 2)
-    # B has no breakdown yet: the plain marks stay, no half comparison
-    assert "diff" not in _shown(panel)
+    # B has no breakdown yet: A's plain marks stay, named so, and no half comparison
+    assert "diff" not in _shown(panel) and _shown(panel)["note"] == "samples of BLOCK=1"
     panel.breakdown.start().join(60)
     shown = _shown(panel)
     d = shown["diff"]

@@ -285,8 +285,11 @@ class BreakdownButton:
 
     def _mark_editor(self, result: Any, lines: Any) -> None:
         from jupyter_ktune.editor import editor_bundle
+        from jupyter_ktune.space import Config
 
-        self.plain_marks = editor_bundle(result, {int(k): v for k, v in lines.items()})
+        # the note names the config: after a slider move the bars still show this one's samples
+        self.plain_marks = editor_bundle(result, {int(k): v for k, v in lines.items()},
+                                         note=f"samples of {Config(result.config).label()}")
         self.refresh_marks()
 
     def refresh_marks(self) -> None:

@@ -293,6 +293,8 @@ test('Pin, a slider move, a breakdown of each: the gutter shows the per-line sta
   await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
   await settled(page);
   await expect(gutter.locator('.jp-ktune-gutter-diff')).toHaveCount(0);
+  await expect(gutter.locator('.jp-ktune-gutter-bar')).toHaveCount(2);
+  await expect(kernel.locator('.jp-ktune-editor-note')).toContainText('(samples of BLOCK=128 ');
 
   // a breakdown of B: the gutter turns into the difference, B against A
   await breakdownFromCell(page, scratch);
