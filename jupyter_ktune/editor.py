@@ -18,6 +18,10 @@ Line numbers are cell lines: line 1 is the ``%%kernel`` line, so they are the ed
 numbers. ``column`` is 1-based or null; ``severity`` is ``error``, ``warning`` or ``note``.
 ``lines`` maps a cell line (as a string, JSON keys are strings) to the samples attributed to it
 and their stall reasons; the cycle-breakdown feature fills it, and an empty map draws nothing.
+Two optional keys: ``diff``, the pinned-vs-current per-line stall difference that the gutter
+shows instead of the plain bars (its shape and what it compares: :mod:`jupyter_ktune.editor_diff`),
+and ``note``, a line for the output's note (why there is no diff, say). A front end that does
+not know them draws ``lines``, the current config's own samples.
 Diagnostics without a line (a linker message, say) are left out: they stay in the result's table.
 Front ends without the extension show the ``text/plain`` part instead.
 """
@@ -65,30 +69,46 @@ def line_data(lines: Mapping[int, Mapping[str, Any]] | None) -> dict[str, dict[s
 
 
 def editor_payload(backend: str, diagnostics: Iterable[Any] = (),
-                   lines: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """Return the bundle's JSON payload (``version``, ``backend``, ``diagnostics``, ``lines``)."""
+                   lines: Mapping[int, Mapping[str, Any]] | None = None,
+                   diff: Mapping[str, Any] | None = None, note: str = "") -> dict[str, Any]:
+    """Return the bundle's JSON payload (``version``, ``backend``, ``diagnostics``, ``lines``;
+    ``diff`` and ``note`` only when given, so a bundle without them reads as before)."""
     placed = [p for p in (_diagnostic(d) for d in diagnostics) if p is not None]
-    return {"version": VERSION, "backend": backend, "diagnostics": placed,
-            "lines": line_data(lines)}
+    out = {"version": VERSION, "backend": backend, "diagnostics": placed,
+           "lines": line_data(lines)}
+    if diff is not None:
+        from jupyter_ktune.editor_diff import check_diff
+
+        out["diff"] = check_diff(diff)
+    if note:
+        out["note"] = note
+    return out
 
 
 def _plain(payload: Mapping[str, Any]) -> str:
     rows = [f"cell line {d['line']}: {d['severity']}: {d['message']}"
             for d in payload["diagnostics"]]
-    if payload["lines"]:
+    if payload.get("diff"):
+        d = payload["diff"]
+        rows.append(f"per-line stall share difference for {len(d['lines'])} line(s): "
+                    f"{d['b']} (current) against {d['a']} (pinned)")
+    elif payload["lines"]:
         rows.append(f"per-line samples for {len(payload['lines'])} line(s)")
+    if payload.get("note"):
+        rows.append(payload["note"])
     return "\n".join(rows)
 
 
-def editor_bundle(result: Any, lines: Mapping[int, Mapping[str, Any]] | None = None
+def editor_bundle(result: Any, lines: Mapping[int, Mapping[str, Any]] | None = None,
+                  diff: Mapping[str, Any] | None = None, note: str = ""
                   ) -> dict[str, Any] | None:
     """Build the MIME bundle for a RunResult, or None when there is nothing to mark.
 
     ``lines`` is the per-line data (see :func:`line_data`); without it the bundle carries the
-    result's compiler diagnostics only.
+    result's compiler diagnostics only. ``diff`` and ``note``: see the module's docstring.
     """
     payload = editor_payload(getattr(result, "backend", ""), getattr(result, "diagnostics", ()),
-                             lines)
+                             lines, diff, note)
     if not payload["diagnostics"] and not payload["lines"]:
         return None
     return {MIME_TYPE: payload, "text/plain": _plain(payload)}

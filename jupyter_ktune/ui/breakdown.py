@@ -11,7 +11,9 @@ Five figures, built once and fed through ColumnDataSources (XProf's views, for G
 
 :class:`BreakdownButton` asks the worker for the breakdown of the panel's current variant (the
 scopes first, then ncu's per-line samples where ncu works) and sends the lines to the cell
-editor through the editor MIME bundle.
+editor through the editor MIME bundle. It holds the one output of the panel that marks the
+editor: a pinned comparison (``ui/compare_gutter.py``) puts its per-line difference there through
+``marks_override``, so two bundles never fight over one editor.
 """
 
 from __future__ import annotations
@@ -223,6 +225,13 @@ class BreakdownButton:
         self.timings: list[dict[str, float]] = []
         self.last: Breakdown | None = None
         self.last_config: Any = None  # the config ``last`` was traced for
+        # called with (config, breakdown) once per-line samples arrive, before the editor marks
+        self.listeners: list[Callable[[Any, Breakdown], None]] = []
+        # a bundle to show instead of the plain one (a pinned comparison's diff), or None
+        self.marks_override: Callable[[], dict[str, Any] | None] | None = None
+        self.plain_marks: dict[str, Any] | None = None  # the bundle of the last per-line lines
+        self._shown_marks: dict[str, Any] | None = None
+        self._marks_lock = threading.RLock()
         self.button.on_click(lambda _b: self.start())
 
     def start(self) -> threading.Thread:
@@ -261,6 +270,8 @@ class BreakdownButton:
             self.last, self.last_config = merged, config
             self._place()
             self.status.value = merged._repr_html_() + _problems(problems)
+            for listener in list(self.listeners):
+                listener(config, merged)
             self._mark_editor(r, lines.lines)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"no per-line view: {exc}")
@@ -273,15 +284,30 @@ class BreakdownButton:
             self.box.children = (self.status, self._bokeh(self.views.layout), self.out)
 
     def _mark_editor(self, result: Any, lines: Any) -> None:
+        from jupyter_ktune.editor import editor_bundle
+        from jupyter_ktune.space import Config
+
+        # the note names the config: after a slider move the bars still show this one's samples
+        self.plain_marks = editor_bundle(result, {int(k): v for k, v in lines.items()},
+                                         note=f"samples of {Config(result.config).label()}")
+        self.refresh_marks()
+
+    def refresh_marks(self) -> None:
+        """Show the override's bundle (a pinned comparison's diff) when it has one, else the
+        plain marks of the last per-line breakdown; nothing is redrawn when nothing changed."""
         from IPython.display import display
 
-        from jupyter_ktune.editor import editor_bundle
-
-        bundle = editor_bundle(result, {int(k): v for k, v in lines.items()})
-        self.out.clear_output()
-        if bundle is not None:
-            with self.out:
-                display(bundle, raw=True)
+        with self._marks_lock:  # the breakdown's thread, the session's and the kernel's call it
+            bundle = self.marks_override() if self.marks_override is not None else None
+            bundle = bundle or self.plain_marks
+            if bundle == self._shown_marks:
+                return
+            self._shown_marks = bundle
+            self.out.clear_output()
+            if bundle is not None:
+                self._place()
+                with self.out:
+                    display(bundle, raw=True)
 
 
 def _problems(problems: list[str]) -> str:

@@ -7,7 +7,8 @@ a thread of its own, newest request wins. The tab shows both run-time distributi
 (one Bokeh figure), the ratio B/A with its 95 % CI and how it was obtained (host time labelled
 as such), the static reports side by side with every difference marked, and the per-line stall
 difference where both configs have a cycle breakdown with per-line samples. When the current
-config is the pinned one, it says so and times nothing. ``panel.unpin()`` clears.
+config is the pinned one, it says so and times nothing. ``panel.unpin()`` clears. The same
+per-line difference goes beside the code, in the editor gutter: :mod:`~.compare_gutter`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bokeh.plotting import figure
 from jupyter_ktune.measure.compare import Comparison, static_diff
 from jupyter_ktune.space import Config
 from jupyter_ktune.tuning.compare import compare_configs
+from jupyter_ktune.ui.compare_gutter import CompareGutter
 from jupyter_ktune.ui.panels import central
 from jupyter_ktune.ui.units import time_unit
 
@@ -140,6 +142,7 @@ class CompareView:
         self._busy = False
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.gutter = CompareGutter(self)  # the per-line difference in the editor gutter
         panel.session.subscribe(self._delivered)
 
     # -- the API the panel exposes -----------------------------------------------------------
@@ -163,6 +166,7 @@ class CompareView:
         self.status.value = NOTHING_PINNED
         self.ratio.value = self.static.value = self.lines.value = ""
         self._histograms(None)
+        self.gutter.update()
 
     def wait_idle(self, timeout: float = 120.0) -> bool:
         """Block until no comparison is pending or running (tests, notebooks)."""
@@ -179,6 +183,7 @@ class CompareView:
         if a is None:
             return
         self.note_breakdown()
+        self.gutter.update(current)
         pinned = self.panel.results.get(a)
         diff, note = static_diff(getattr(pinned, "static", None), current.static)
         self.static.value = static_table(diff, note)

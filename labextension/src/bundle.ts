@@ -16,9 +16,12 @@
  * Line numbers are cell lines: line 1 is the `%%kernel` line, so they are the
  * editor's own line numbers. `column` is 1-based or null. `lines` holds the
  * per-line samples (cycles or PC samples) and stall reasons of the cycle
- * breakdown; it may be empty. This module parses and checks a bundle, with no
- * JupyterLab imports, so it is tested with jest.
+ * breakdown; it may be empty. Two optional keys: `diff`, the pinned-vs-current
+ * per-line stall difference that the gutter shows instead of the bars
+ * (`diff.ts`), and `note`, a line for the output's note. This module parses
+ * and checks a bundle, with no JupyterLab imports, so it is tested with jest.
  */
+import { type ILinesDiff, parseDiff } from './diff';
 
 /** The MIME type of the editor bundle. */
 export const EDITOR_MIME = 'application/vnd.jupyter-ktune.editor+json';
@@ -48,6 +51,10 @@ export interface IEditorBundle {
   backend: string;
   diagnostics: IDiagnostic[];
   lines: Map<number, ILineData>;
+  /** The pinned-vs-current difference, or null (plain marks). */
+  diff: ILinesDiff | null;
+  /** A line for the output's note ('' for none). */
+  note: string;
 }
 
 /** The outcome of parsing: a bundle, or the reason it was refused. */
@@ -150,7 +157,19 @@ export function parseBundle(data: unknown): ParseResult {
     }
     lines.set(line, { samples: raw.samples, stalls });
   }
-  return { kind: 'ok', bundle: { version: BUNDLE_VERSION, backend, diagnostics, lines } };
+  let diff: ILinesDiff | null = null;
+  if (data.diff !== undefined && data.diff !== null) {
+    const parsed = parseDiff(data.diff);
+    if (typeof parsed === 'string') {
+      return fail(parsed);
+    }
+    diff = parsed;
+  }
+  const note = typeof data.note === 'string' ? data.note : '';
+  return {
+    kind: 'ok',
+    bundle: { version: BUNDLE_VERSION, backend, diagnostics, lines, diff, note }
+  };
 }
 
 function plural(n: number, word: string): string {
@@ -167,11 +186,17 @@ export function summaryText(bundle: IEditorBundle): string {
       errors && others ? ` (${plural(errors, 'error')}, ${others} other)` : '';
     parts.push(`${plural(bundle.diagnostics.length, 'compiler message')}${detail}`);
   }
-  if (bundle.lines.size) {
+  if (bundle.diff) {
+    parts.push(
+      `the per-line stall share difference of ${bundle.diff.b} (current) against ` +
+        `${bundle.diff.a} (pinned)`
+    );
+  } else if (bundle.lines.size) {
     parts.push(`per-line samples for ${plural(bundle.lines.size, 'line')}`);
   }
+  const note = bundle.note ? ` (${bundle.note})` : '';
   if (!parts.length) {
-    return 'nothing to mark in the editor';
+    return `nothing to mark in the editor${note}`;
   }
-  return `${parts.join(' and ')} marked in the editor`;
+  return `${parts.join(' and ')} marked in the editor${note}`;
 }

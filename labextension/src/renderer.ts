@@ -6,7 +6,9 @@
  * output (found by DOM containment among the tracked notebooks' cells).
  * Whatever it puts in, it takes out: on detach and on dispose, which is what
  * happens when the output is cleared or the cell is run again. A bundle that
- * fails to parse shows its `[ktune]` error in the note and marks nothing.
+ * fails to parse shows its `[ktune]` error in the note and marks nothing; a
+ * pinned comparison's difference that the editor refuses (the cell changed
+ * since the breakdowns) says why in the note.
  */
 import type { Cell } from '@jupyterlab/cells';
 import type { CodeMirrorEditor } from '@jupyterlab/codemirror';
@@ -15,7 +17,7 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import type { EditorView } from '@codemirror/view';
 import { EDITOR_MIME, type IEditorBundle, parseBundle, summaryText } from './bundle';
-import { setMarks } from './marks';
+import { currentMarks, setMarks } from './marks';
 
 /** The cell whose node contains this output node, in any tracked notebook. */
 function owningCell(tracker: INotebookTracker, node: HTMLElement): Cell | null {
@@ -87,6 +89,8 @@ export class EditorMarksRenderer extends Widget implements IRenderMime.IRenderer
     }
     this._view = editor.editor;
     setMarks(this._view, bundle);
+    const refused = currentMarks(this._view).refused;
+    this.node.textContent = summaryText(bundle) + (refused ? ` (${refused})` : '');
     this._cell = cell;
     cell.addClass('jp-ktune-marked');
   }

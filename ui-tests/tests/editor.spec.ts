@@ -1,11 +1,13 @@
 /**
  * jupyter-ktune in the browser: %%kernel highlighting, compiler messages as
- * editor marks, and the per-line gutter drawn from fixture data.
+ * editor marks, the per-line gutter drawn from fixture data, and a pinned
+ * comparison's per-line stall difference in the gutter.
  *
  * Screenshots go to test-results/screenshots/ (look at them).
  */
 import { expect, galata, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
+import { settled } from './helpers';
 
 const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
 const NOTEBOOKS = path.resolve(__dirname, 'notebooks');
@@ -214,6 +216,120 @@ test('fixture data: gutter, hover card, Triton highlighting, nothing drawn witho
   expect(await cellMime(page, 1)).toBe('text/x-ipython');
   await expect(markers).toHaveCount(0);
   await page.screenshot({ path: `${SHOTS}/fixture-after-kernel-change.png` });
+  expect(errors).toEqual([]);
+});
+
+/**
+ * ncu does not run on the CPU test machine, so the panel's breakdowns get their per-line samples
+ * from a stand-in for `request_breakdown` (hand-made, by BLOCK; lines 9 and 10 of the fixture's
+ * %%kernel cell); the breakdown button's run, the Pin, the slider and the gutter are the
+ * extension's and the panel's own.
+ */
+const STAND_IN = `import jupyter_ktune, jupyter_ktune.ui.breakdown as bd
+from jupyter_ktune.measure.breakdown import Breakdown
+SAMPLES = {128: {9: {"samples": 600, "stalls": {"long_scoreboard": 420, "wait": 100}},
+                 10: {"samples": 400, "stalls": {"math": 300}}},
+           256: {9: {"samples": 200, "stalls": {"long_scoreboard": 100, "wait": 60}},
+                 10: {"samples": 600, "stalls": {"math": 450}}}}
+def stand_in(worker, spec, config, lines=False, timeout=180.0):
+    if not lines:
+        raise RuntimeError("no scope profiler on this CPU")
+    return Breakdown.lines_only(spec.name, SAMPLES[config["BLOCK"]], "ncu (stand-in)")
+bd.request_breakdown = stand_in
+print(jupyter_ktune.__file__)`;
+
+/** Put `source` in a cell through its model (typing it would auto-indent), and run it. */
+async function runSource(page: IJupyterLabPageFixture, cell: number, source: string): Promise<void> {
+  await page.evaluate(
+    ([i, text]) => {
+      const app = (window as any).jupyterapp;
+      app.shell.currentWidget.content.widgets[i].model.sharedModel.setSource(text);
+    },
+    [cell, source] as [number, string]
+  );
+  await page.notebook.runCell(cell);
+}
+
+/** Run a breakdown of the panel's current config from a scratch cell (the button needs a GPU). */
+async function breakdownFromCell(page: IJupyterLabPageFixture, cell: number): Promise<void> {
+  await runSource(page, cell, 'p.breakdown.start().join(60); print(p.breakdown.last_config)');
+}
+
+test('Pin, a slider move, a breakdown of each: the gutter shows the per-line stall share difference', async ({
+  page,
+  tmpPath
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', e => errors.push(String(e)));
+  await page.contents.uploadDirectory(NOTEBOOKS, tmpPath);
+  await page.notebook.openByPath(`${tmpPath}/panel_fixture.ipynb`);
+  await page.notebook.activate('panel_fixture.ipynb');
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
+  await settled(page);
+  await runSource(page, 2, STAND_IN);
+  const printed = ((await page.notebook.getCellTextOutput(2)) ?? []).join('');
+  if (process.env.KTUNE_TEST_SOURCE === '1') {
+    expect(printed).toContain(path.resolve(__dirname, '..', '..', 'jupyter_ktune'));
+  }
+  await page.notebook.addCell('code', '');
+  const scratch = 3;
+
+  const kernel = (await page.notebook.getCellLocator(1))!;
+  const panel = kernel.locator('.jp-ktune-panel').first();
+  const gutter = kernel.locator('.jp-ktune-gutter');
+  await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=128', { timeout: 60000 });
+
+  // A: a breakdown of BLOCK=128, then Pin: its own samples, as bars
+  await breakdownFromCell(page, scratch);
+  await expect(gutter.locator('.jp-ktune-gutter-bar')).toHaveCount(2, { timeout: 30000 });
+  await panel.locator('button', { hasText: /^\s*Pin\s*$/ }).click();
+  await expect(panel.locator('button', { hasText: 'Re-pin' })).toBeVisible();
+
+  // B: the slider moves to BLOCK=256; with no breakdown of B yet nothing is compared
+  const handle = panel.locator('.ktune-slider', { hasText: 'BLOCK' }).locator('.noUi-handle');
+  await handle.click();
+  await page.keyboard.press('ArrowRight');
+  await expect(panel.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
+  await settled(page);
+  await expect(gutter.locator('.jp-ktune-gutter-diff')).toHaveCount(0);
+  await expect(gutter.locator('.jp-ktune-gutter-bar')).toHaveCount(2);
+  await expect(kernel.locator('.jp-ktune-editor-note')).toContainText('(samples of BLOCK=128 ');
+
+  // a breakdown of B: the gutter turns into the difference, B against A
+  await breakdownFromCell(page, scratch);
+  const diffs = gutter.locator('.jp-ktune-gutter-diff');
+  await expect(diffs).toHaveCount(2, { timeout: 30000 });
+  await expect(gutter.locator('.jp-ktune-gutter-bar')).toHaveCount(0);
+  // line 9 fell from 60 % of A's samples to 25 % of B's; line 10 rose from 40 % to 75 %
+  const better = gutter.locator('.jp-ktune-gutter-diff.jp-ktune-diff-better');
+  const worse = gutter.locator('.jp-ktune-gutter-diff.jp-ktune-diff-worse');
+  await expect(better).toHaveText('\u221235pp');
+  await expect(worse).toHaveText('+35pp');
+  const line9 = gutter.locator('[data-ktune-diff="\u221235pp"]');
+  await expect(line9).toHaveAttribute('title', /^line 9: \u221235\.0pp of the cell's stall samples, B against A/);
+  await expect(line9).toHaveAttribute('title', /A \(pinned\) BLOCK=128[^:\n]*: 60\.0% \(600 of 1000 samples\)/);
+  await expect(line9).toHaveAttribute('title', /moved most: long scoreboard \u221229\.5pp/);
+  await expect(line9).toHaveAttribute('title', /not of time/);
+  await expect(kernel.locator('.jp-ktune-editor-note')).toContainText(
+    'the per-line stall share difference of BLOCK=256'
+  );
+  // each on its own line: the rows of the gutter line up with the editor's lines 9 and 10
+  const rowOf = async (loc: any) => Math.round((await loc.boundingBox())!.y);
+  const lines = kernel.locator('.cm-line');
+  expect(Math.abs((await rowOf(better)) - (await rowOf(lines.nth(8))))).toBeLessThan(12);
+  expect(Math.abs((await rowOf(worse)) - (await rowOf(lines.nth(9))))).toBeLessThan(12);
+  const input = (await page.notebook.getCellInputLocator(1))!;
+  await input.scrollIntoViewIfNeeded();
+  await input.screenshot({ path: `${SHOTS}/compare-gutter-diff.png` });
+  await lines.nth(9).hover({ position: { x: 40, y: 6 } });
+  await expect(page.locator('.jp-ktune-hover-card')).toContainText('B (current) BLOCK=256');
+  await page.screenshot({ path: `${SHOTS}/compare-gutter-hover.png` });
+
+  // unpin: the diff ends, B's own samples come back as bars
+  await runSource(page, scratch, 'p.unpin()');
+  await expect(diffs).toHaveCount(0, { timeout: 30000 });
+  await expect(gutter.locator('.jp-ktune-gutter-bar')).toHaveCount(2);
   expect(errors).toEqual([]);
 });
 
