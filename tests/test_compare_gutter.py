@@ -104,9 +104,9 @@ SAMPLES = {1: {3: {"samples": 100, "stalls": {"wait": 100}},
 
 @pytest.fixture()
 def panel(worker, monkeypatch):
+    from jupyter_ktune.api import parse_cell
     from jupyter_ktune.measure.compare import summarize
     from jupyter_ktune.session import TuningSession
-    from jupyter_ktune.spec import parse_cell
     from jupyter_ktune.ui import breakdown, compare_view
     from jupyter_ktune.ui.app import KernelPanel
 
