@@ -152,9 +152,11 @@ _run_lock: run_plan.RunLock | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the ``alone`` tests; put the longest groups first and the ``alone`` ones last."""
+    """Mark the ``alone`` and ``slow`` modules; on a worker, put the longest groups first and the
+    ``alone`` ones last."""
+    run_plan.mark(items)
     if WORKER is not None:
-        run_plan.plan(items)
+        run_plan.order(items)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which -p no:xdist leaves out

@@ -48,6 +48,9 @@ FIRST = [
     "test_corpus.py",           # 46 published kernels
 ]
 
+# Modules whose every test is slow (marked here rather than test by test): the ``slow`` tier.
+SLOW_MODULES: set[str] = set()
+
 ALONE = "alone"
 
 
@@ -62,12 +65,20 @@ def group_of(nodeid: str) -> str:
     return ALONE if module in ALONE_MODULES else module
 
 
-def plan(items: list[pytest.Item]) -> None:
-    """On each worker: mark the ``alone`` tests and order the collection as the groups are
-    handed out (the longest first, the ``alone`` group last; file order within a group)."""
+def mark(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`ALONE_MODULES` ``alone`` and those of :data:`SLOW_MODULES`
+    ``slow`` (in any run, so that ``-m "not slow"`` leaves them out)."""
     for item in items:
-        if module_of(item.nodeid) in ALONE_MODULES:
+        module = module_of(item.nodeid)
+        if module in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
+def order(items: list[pytest.Item]) -> None:
+    """On each worker: order the collection as the groups are handed out (:data:`FIRST` first,
+    the ``alone`` group last, file order within a group)."""
 
     def rank(item: pytest.Item) -> int:
         group = group_of(item.nodeid)
@@ -89,7 +100,7 @@ def scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
 
-    config.option.loadscopereorder = False  # the order plan() gave the collection
+    config.option.loadscopereorder = False  # the order order() gave the collection
     return ByGroup(config, log)
 
 
