@@ -175,7 +175,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         _run_lock = run_plan.RunLock(session.config._tmp_path_factory.getbasetemp().parent)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout: waiting is not the test
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Hold the run lock through the test's setup, call and teardown."""
     if _run_lock is None:

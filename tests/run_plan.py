@@ -41,15 +41,22 @@ ALONE_MODULES = {
     "test_reliability_concurrency.py",  # 50 requests in one second, served far fewer
 }
 
-# The groups handed out first, longest first (seconds: the serial run on 2 cores, --durations).
+# The groups handed out first, longest first (seconds: the serial run on 2 cores, --durations,
+# 2,072 s in all on a loaded machine).
 FIRST = [
-    "test_ui.py",               # the Galata browser tests
-    "test_fresh_install.py",    # a fresh venv, the README's install, every notebook
-    "test_corpus.py",           # 46 published kernels
+    "test_fresh_install.py",         # 490 s: a fresh venv, the README's install, every notebook
+    "test_ui.py",                    # 435 s: the Galata browser tests
+    "test_example_attention_wgmma.py",  # 108 s
+    "test_example_gemm.py",          # 72 s
+    "test_corpus.py",                # 46 published kernels, ~5 s each
+    "test_examples.py",              # 44 s
 ]
 
 # Modules whose every test is slow (marked here rather than test by test): the ``slow`` tier.
-SLOW_MODULES: set[str] = set()
+SLOW_MODULES = {
+    "test_example_attention.py", "test_example_attention_wgmma.py", "test_example_gemm.py",
+    "test_example_gemm_wgmma.py", "test_examples.py",  # notebooks in a fresh kernel, 11-74 s
+}
 
 ALONE = "alone"
 
