@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import run_plan
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -143,3 +144,42 @@ def cli_kernel(tmp_path):
         return kernel, setup
 
     return write
+
+
+# A distributed run (pytest-xdist's -n, set in pyproject's addopts): tests/run_plan.py says why.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_run_lock: run_plan.RunLock | None = None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the ``alone`` and ``slow`` modules; on a worker, put the longest groups first and the
+    ``alone`` ones last."""
+    run_plan.mark(items)
+    if WORKER is not None:
+        run_plan.order(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which -p no:xdist leaves out
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (pyproject's addopts): one work unit per module, ``alone`` ones
+    together."""
+    if config.getvalue("dist") == "loadscope":
+        return run_plan.scheduler(config, log)
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Open the run lock, in the folder every worker's temporary folder lies in."""
+    global _run_lock
+    if WORKER is not None:
+        _run_lock = run_plan.RunLock(session.config._tmp_path_factory.getbasetemp().parent)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout: waiting is not the test
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Hold the run lock through the test's setup, call and teardown."""
+    if _run_lock is None:
+        return (yield)
+    with _run_lock.hold(alone=item.get_closest_marker(run_plan.ALONE) is not None):
+        return (yield)
+

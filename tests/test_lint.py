@@ -1,8 +1,10 @@
-"""Lint: ruff over the Python the repository holds, TypeScript's checker over the labextension.
+"""Lint: ruff over the Python the repository holds; TypeScript's checker and ESLint over the
+labextension.
 
 ruff reads its rules from pyproject.toml (``[tool.ruff]``); it comes with the test extra. The
-TypeScript check needs the labextension's packages, which the wheel build installs
-(``jlpm install``, into ``node_modules/`` beside package.json); without them it is skipped.
+TypeScript checks need Node and the labextension's packages, which the wheel build installs
+(``jlpm install``, into ``node_modules/`` beside package.json); without them they are skipped.
+ESLint's rules are in eslint.config.js.
 """
 
 from __future__ import annotations
@@ -36,12 +38,28 @@ def test_ruff_finds_nothing():
     assert proc.returncode == 0, f"ruff check {' '.join(LINTED)}:\n{proc.stdout}{proc.stderr}"
 
 
+def _node_tool(name: str) -> Path:
+    """``node_modules/.bin/<name>``; skips where Node or the packages are not installed, fails
+    where the packages are but not this one (``node_modules/`` older than package.json)."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (the labextension's build needs it too)")
+    folder = ROOT / "node_modules"
+    if not folder.is_dir():
+        pytest.skip("no node_modules/ (jlpm install, or the wheel build, puts the tools there)")
+    tool = folder / ".bin" / name
+    assert tool.is_file(), f"{tool} is missing: run jlpm install (package.json lists it)"
+    return tool
+
+
 def test_typescript_compiles():
-    tsc = next((p for p in (ROOT / "node_modules" / ".bin" / "tsc",
-                            ROOT / "labextension" / "node_modules" / ".bin" / "tsc")
-                if p.is_file()), None)
-    if tsc is None:
-        pytest.skip("no node_modules/ (jlpm install, or the wheel build, puts tsc there)")
+    tsc = _node_tool("tsc")
     proc = subprocess.run([str(tsc), "--noEmit", "-p", str(ROOT / "tsconfig.json")], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"tsc --noEmit:\n{proc.stdout}{proc.stderr}"
+
+
+def test_eslint_finds_nothing():
+    eslint = _node_tool("eslint")
+    proc = subprocess.run([str(eslint), "--max-warnings", "0", "labextension/src"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"eslint labextension/src:\n{proc.stdout}{proc.stderr}"
