@@ -188,6 +188,9 @@ def test_pin_move_and_the_compare_tab_holds_both_variants(panel):
     assert view.fig.visible
     assert "B / A =" in _text(view.ratio) and "95% CI" in _text(view.ratio)
     assert "host time (not GPU time)" in _text(view.ratio)
+    # the method folded under a summary, so the distributions stand within the tab's height
+    assert "<details class='ktune-compare-method'" in view.ratio.value
+    assert "paired bootstrap" in view.ratio.value.split("<details", 1)[1]
     assert "host time" in view.fig.xaxis.axis_label
     # the static reports side by side, the register difference marked
     assert "ktune-diff-changed" in view.static.value and "registers" in view.static.value

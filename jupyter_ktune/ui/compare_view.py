@@ -90,10 +90,13 @@ def ratio_html(cmp: Comparison) -> str:
     colour = {"slower": "#cf222e", "faster": "#1a7f37"}.get(cmp.verdict, "#57606a")
     host = (" <small class='ktune-host-time' style='color:#9a6700'>host time (not GPU time)"
             "</small>" if cmp.host_time else "")
+    # the method folded under its summary: written out, its ten lines pushed the two
+    # distributions below the tab's height, where they needed a scroll to be seen
     return (f"<div class='ktune-compare-ratio'><b>B / A = {cmp.ratio:.3f}×</b> "
             f"<small>[{lo:.3f}, {hi:.3f}] 95% CI</small> <span style='color:{colour}'>B is "
-            f"{escape(cmp.verdict)}</span>{host}<div style='{_GREY};font-size:11px'>"
-            f"{escape(cmp.method)}</div></div>")
+            f"{escape(cmp.verdict)}</span>{host}<details class='ktune-compare-method' "
+            f"style='{_GREY};font-size:11px'><summary>method: {cmp.rounds} interleaved "
+            f"rounds, paired bootstrap CI</summary>{escape(cmp.method)}</details></div>")
 
 
 class CompareView:
