@@ -7,7 +7,9 @@ request that is no longer the newest is delivered as *stale*: it may fill the hi
 replaces what the panel shows as current. While idle the thread asks the worker to compile the
 current config's neighbours, so the next step of a drag finds its variant compiled, and fetches
 the static reports its results came without (an interpreter's run returns before its sm_90
-compile, ``RunOptions.static_later``), delivered again as *late*.
+compile, ``RunOptions.static_later``) or the SASS mix a sweep's compile skipped, each delivered
+again as *late*: the run itself is never held for them (after a sweep the winner's run waited
+about a second for its disassembly, issue 33).
 
 No widgets here: the UI subscribes with a callback, tests drive it directly.
 """
@@ -90,7 +92,8 @@ class TuningSession:
                  limits: Mapping[str, int] | None = None, prefetch: bool = True):
         self.spec, self.worker, self.limits = spec, worker, dict(limits or {})
         self._asked = spec.with_options(static_later=True)  # what the worker is sent
-        self._late: list[int] = []  # tickets whose results came before their static report
+        # tickets whose results came before their static report or their SASS mix
+        self._late: list[int] = []
         self.prefetch = prefetch
         #: cold costs paid for this session before its first request (the worker's start, the
         #: backend's imports, ms per phase): shown as phases of the first result (issue 33)
@@ -141,8 +144,8 @@ class TuningSession:
         return True
 
     def wait_reports(self, timeout: float = 300.0) -> bool:
-        """Block until the results delivered without their static report have it (``late``
-        deliveries; ``panel.result`` waits for them). False on timeout."""
+        """Block until the results delivered without their static report or SASS mix have it
+        (``late`` deliveries; ``panel.result`` waits for them). False on timeout."""
         deadline = time.perf_counter() + timeout
         with self._cv:
             while self._late and not self._state.closed:
@@ -195,7 +198,7 @@ class TuningSession:
             precompiled = config in self._state.compiled
             # the worker checks the require lines (a config they forbid comes back "not
             # allowed", never run): once per request, where the inputs' values are (issue 34)
-            result = self._with_sass(config, self.worker.run(self._asked, config))
+            result = self._sass_known(config, self.worker.run(self._asked, config))
             cold, self.cold_phases_ms = self.cold_phases_ms, {}
             if cold:
                 result = replace(result, phases_ms={**cold, **result.phases_ms})
@@ -205,7 +208,7 @@ class TuningSession:
                 current = ticket == self._state.latest
             d = Delivery(result, ticket, current, t0, time.perf_counter(), precompiled)
             self.history.append(d)
-            if result.static_pending:
+            if result.static_pending or _sass_skipped(result):
                 self._late.append(ticket)
             self._notify(d)
 
@@ -218,12 +221,19 @@ class TuningSession:
                 self.history.append(replace(d, result=replace(
                     result, reason=f"{result.reason} [panel error: {exc}]")))
 
+    def _sass_known(self, config: Config, result: RunResult) -> RunResult:
+        """The result with the SASS mix its sweep-built report skipped, where this session
+        disassembled that config before (no worker call); else the result as it came."""
+        filled = self._sass.get(config) if _sass_skipped(result) else None
+        return result if filled is None else replace(result, static=filled)
+
     def _with_sass(self, config: Config, result: RunResult) -> RunResult:
         """The result with the SASS mix its sweep-built static report skipped (``with_sass``,
-        in the worker, once per config): the config now runs alone, so its report is whole."""
-        static = result.static
-        if static is None or getattr(static, "sass_error", "") != SASS_SKIPPED:
+        in the worker, once per config): the config now runs alone, so its report is whole.
+        Called while idle, after the result went out without it (a *late* delivery)."""
+        if not _sass_skipped(result):
             return result
+        static = result.static
         filled = self._sass.get(config)
         if filled is None:
             try:
@@ -234,15 +244,20 @@ class TuningSession:
 
     def _fill_late(self) -> bool:
         """Ask the worker, without waiting, for the static report of the oldest result that came
-        without it (lock held); once built, deliver that result again with it (``late``).
-        Whether one was delivered."""
+        without it, or its SASS mix (lock held); once there, deliver that result again with it
+        (``late``). Whether one was delivered."""
         ticket = self._late[0]
         d = next((h for h in reversed(self.history) if h.ticket == ticket), None)
+        sass = d is not None and not d.result.static_pending
         self._cv.release()
         try:
-            got = None if d is None else self.worker.call(
-                report_if_done, self.spec.source_hash, self.spec.options.arch,
-                Config(d.result.config), timeout=30)
+            if sass:  # the SASS mix the sweep's compile skipped, disassembled now
+                filled = self._with_sass(Config(d.result.config), d.result)
+                got = (filled.static, None)  # the report whole, or with why it could not be
+            else:
+                got = None if d is None else self.worker.call(
+                    report_if_done, self.spec.source_hash, self.spec.options.arch,
+                    Config(d.result.config), timeout=30)
         except KtuneError:
             got = (None, None)  # the worker restarted: the report is gone with it
         finally:
@@ -257,6 +272,8 @@ class TuningSession:
                 self._notify(late)  # the views have it before wait_reports returns
             finally:
                 self._cv.acquire()
+            if not sass and _sass_skipped(late.result):
+                return True  # the report came from the sweep: its SASS mix next, while idle
         self._late.pop(0)
         self._cv.notify_all()
         return d is not None
@@ -279,3 +296,8 @@ class TuningSession:
                     self._cv.acquire()
                 return True
         return False
+
+
+def _sass_skipped(result: RunResult) -> bool:
+    """Whether the result's static report is a sweep's, its SASS mix not yet disassembled."""
+    return getattr(result.static, "sass_error", "") == SASS_SKIPPED

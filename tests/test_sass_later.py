@@ -7,6 +7,8 @@ onto the config; now the session reads it from the report's kept cubin once per 
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from pathlib import Path
 
 from test_panel import LINE, NS, SRC
@@ -15,6 +17,7 @@ from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure import sass
 from jupyter_ktune.measure.sass import SASS_SKIPPED, parse_sass, with_sass
 from jupyter_ktune.measure.static import KernelStatic, StaticReport
+from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.session import TuningSession
 from jupyter_ktune.toolchain import ToolNotFound
 from jupyter_ktune.tuning.runners import seed_static
@@ -60,11 +63,62 @@ def test_a_swept_config_run_alone_no_longer_says_not_disassembled(worker):
     session = TuningSession(spec, worker, limits, prefetch=False)
     try:
         session.request(dict(config))
-        assert session.wait_idle(60)
+        assert session.wait_idle(60) and session.wait_reports(60)
         static = session.history[-1].result.static
         # filled here where a disassembler exists; elsewhere its own reason (no cuobjdump, or
         # this fixture's cubin is not a real one) replaces the sweep's note
         assert static is not None and static.sass_error != SASS_SKIPPED
         assert session._sass[config] is static  # once per config
+    finally:
+        session.close()
+
+
+class _SlowDisassembly:
+    """A stand-in device worker: a run comes back at once with a sweep's report (SASS skipped);
+    the disassembly waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def run(self, spec, config, timeout=None):
+        return RunResult(name=spec.name, backend=spec.backend, config=dict(config),
+                         status=Status.OK, static=_swept_report())
+
+    def call(self, fn, *args, timeout=60.0, **kwargs):
+        self.calls.append(fn.__name__)
+        assert self.release.wait(30)
+        return dataclasses.replace(args[0], sass_error="")
+
+    def compile(self, spec, config, timeout=None):
+        return None
+
+    def abandon(self, *args, **kwargs):
+        return False
+
+
+def test_the_run_is_delivered_before_its_disassembly():
+    """After a sweep the winner's run waited about a second for its SASS mix (issue 33): the run
+    now goes out at once and the mix follows as a late delivery of the same request."""
+    spec = parse_cell(LINE, SRC, NS)
+    worker = _SlowDisassembly()
+    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
+    config = spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+    try:
+        session.request(dict(config))
+        assert session.wait_idle(10)  # delivered while the disassembly is held
+        first = session.history[-1]
+        assert not first.late and first.result.static.sass_error == SASS_SKIPPED
+        assert not session.wait_reports(0.3)  # panel.result waits for the mix
+        worker.release.set()
+        assert session.wait_reports(10)
+        late = session.history[-1]
+        assert late.late and late.ticket == first.ticket
+        assert late.result.static.sass_error == ""
+        # the same config again: its mix is known, so no second disassembly and nothing late
+        session.request(dict(config))
+        assert session.wait_idle(10) and session.wait_reports(10)
+        assert session.history[-1].result.static.sass_error == "" and not session.history[-1].late
+        assert worker.calls == ["with_sass"]
     finally:
         session.close()
