@@ -152,8 +152,10 @@ def notebook_side(name: str, sweep: bool) -> dict:
     if sweep and hasattr(panel, "tune"):
         row["autotune_pressed_s"] = since_spawn()
         t0 = time.perf_counter()
+        tail = trace_tune(panel, t0)
         report = panel.tune("exhaustive", budget=max(1, panel.session.spec.space.size))
         wall = time.perf_counter() - t0
+        row["tune_tail"] = tail
         firsts = [e.at_s for e in report.evaluations if e.result.ok]
         best = report.best
         row.update(sweep_wall_s=wall, sweep_first_ok_s=min(firsts) if firsts else None,
@@ -195,6 +197,48 @@ def trace_cell() -> dict[str, float]:
     import jupyter_ktune.ui.start as start  # imports inside panel_for read the modules' names
     del start
     return spans
+
+
+def trace_tune(panel: Any, t0: float) -> dict[str, Any]:
+    """What happens between the press and ``panel.tune``'s return, in seconds after the press:
+    the sweep's end, the winner set on the sliders, and every delivery to the panel (its
+    latency, whether it was the current request, its phases). Filled while the sweep runs."""
+    from jupyter_ktune.tuning.sweep import Sweep
+
+    tail: dict[str, Any] = {"deliveries": []}
+    run = Sweep.run
+
+    def timed_run(self: Any) -> Any:
+        try:
+            return run(self)
+        finally:
+            tail["sweep_run_returned_s"] = round(time.perf_counter() - t0, 4)
+            Sweep.run = run
+    Sweep.run = timed_run  # type: ignore[method-assign]
+    set_values = panel.controls.set_values
+
+    def timed_set(values: Any, *a: Any, **k: Any) -> Any:
+        tail["set_values_s"] = round(time.perf_counter() - t0, 4)
+        return set_values(values, *a, **k)
+    panel.controls.set_values = timed_set
+
+    def delivered(d: Any) -> None:
+        if getattr(d, "late", False) or d.current:
+            tail["deliveries"].append({
+                "at_s": round(time.perf_counter() - t0, 4), "latency_s": round(d.latency_s, 4),
+                "late": bool(getattr(d, "late", False)), "config": dict(d.result.config),
+                "phases_ms": {k: round(v, 1) for k, v in (d.result.phases_ms or {}).items()}})
+    panel.session.subscribe(delivered)
+    with_sass = panel.session._with_sass
+
+    def timed_sass(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return with_sass(*a, **k)
+        finally:
+            tail["with_sass_s"] = round(tail.get("with_sass_s", 0) + time.perf_counter() - t, 4)
+    panel.session._with_sass = timed_sass
+    return tail
 
 
 def _worker_start() -> float | None:
