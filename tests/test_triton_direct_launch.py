@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import subprocess
+import sys
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -236,3 +238,35 @@ def copy(x, y, n, BLOCK: tl.constexpr):
 def io():
     x = np.random.rand(100).astype(np.float32)
     return dict(x=x, y=np.empty_like(x), n=100)
+
+
+def test_whether_triton_builds_a_launcher_per_signature_is_read_without_importing_it():
+    """A sweep asks in the notebook's process, before its first compile: the import of Triton
+    there put 1.25 s on the first Autotune's path (issue 33). The answer from the source is the
+    import's answer."""
+    ask = ("import sys; from jupyter_ktune.backends.triton import direct_launch as d; "
+           "{before}print(d.per_signature_launcher(), 'triton' in sys.modules)")
+    read = subprocess.run([sys.executable, "-c", ask.format(before="")], capture_output=True,
+                          text=True, check=True).stdout.split()
+    imported = subprocess.run([sys.executable, "-c", ask.format(before="import triton; ")],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert read[1] == "False"  # not imported to answer
+    assert read[0] == imported[0]
+
+
+def test_a_triton_with_make_launcher_is_read_as_per_signature(tmp_path, monkeypatch):
+    """Triton 3.6's driver module (the H200's) defines ``make_launcher``; newer ones do not."""
+    import importlib.machinery
+
+    driver = tmp_path / "triton" / "backends" / "nvidia" / "driver.py"
+    driver.parent.mkdir(parents=True)
+    found = importlib.machinery.ModuleSpec("triton", None, is_package=True)
+    found.submodule_search_locations = [str(tmp_path / "triton")]
+    monkeypatch.delitem(sys.modules, "triton", raising=False)
+    monkeypatch.setattr(dl.importlib.util, "find_spec", lambda name: found)
+    for text, expected in (("def make_launcher(constants, signature, ids):\n    pass\n", True),
+                           ("class CudaLauncher:\n    def make_launcher(self): ...\n", False)):
+        driver.write_text(text)
+        dl.per_signature_launcher.cache_clear()
+        assert dl.per_signature_launcher() is expected
+    dl.per_signature_launcher.cache_clear()
