@@ -54,7 +54,7 @@ class Delivery:
 @dataclass
 class _State:
     latest: int = 0
-    wanted: tuple[int, Config, float] | None = None
+    wanted: tuple[int, Config, float, list[str] | None] | None = None
     compiled: set[Config] = field(default_factory=set)
     closed: bool = False
 
@@ -111,19 +111,25 @@ class TuningSession:
         """Call ``callback(delivery)`` from the session thread for every result."""
         self._subscribers.append(callback)
 
-    def request(self, values: Mapping[str, Any]) -> int:
-        """Ask for a config; returns its ticket. Only the newest pending request is served."""
+    def request(self, values: Mapping[str, Any], violations: list[str] | None = None) -> int:
+        """Ask for a config; returns its ticket. Only the newest pending request is served.
+
+        ``violations``: what :meth:`violations` said of it, where the caller checked (the panel,
+        once per move); the worker takes it instead of checking again. None: the worker checks.
+        """
         config = self.spec.space.config(values)
         _active[0] = self  # the panel the user works in now: only it prefetches
         with self._cv:
             self._state.latest += 1
-            self._state.wanted = (self._state.latest, config, time.perf_counter())
+            self._state.wanted = (self._state.latest, config, time.perf_counter(), violations)
             self.current = config
             self._cv.notify()
             return self._state.latest
 
     def violations(self, values: Mapping[str, Any]) -> list[str]:
-        """Why a config is not allowed on this device (empty when it is)."""
+        """Why a config is not allowed on this device (empty when it is): the panel's one check
+        per move. ``limits`` are the worker's (``DeviceWorker.limits``: its device's and the
+        inputs' values the lines name), so the outcome is the worker's own (issue 34, 37)."""
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
@@ -172,7 +178,7 @@ class TuningSession:
     # -- the session thread ------------------------------------------------------------------
     _busy = False
 
-    def _take(self) -> tuple[int, Config, float] | None:
+    def _take(self) -> tuple[int, Config, float, list[str] | None] | None:
         with self._cv:
             while self._state.wanted is None and not self._state.closed:
                 self._busy = False
@@ -194,11 +200,13 @@ class TuningSession:
             wanted = self._take()
             if wanted is None:
                 return
-            ticket, config, t0 = wanted
+            ticket, config, t0, violations = wanted
             precompiled = config in self._state.compiled
-            # the worker checks the require lines (a config they forbid comes back "not
-            # allowed", never run): once per request, where the inputs' values are (issue 34)
-            result = self._sass_known(config, self.worker.run(self._asked, config))
+            # the require lines are checked once per request (a config they forbid comes back
+            # "not allowed", never run): by the panel, whose outcome the worker takes, else by
+            # the worker, where the inputs' values are (issue 34, 37)
+            result = self._sass_known(config, self.worker.run(self._asked, config,
+                                                              violations=violations))
             cold, self.cold_phases_ms = self.cold_phases_ms, {}
             if cold:
                 result = replace(result, phases_ms={**cold, **result.phases_ms})

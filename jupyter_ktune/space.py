@@ -158,6 +158,11 @@ class Constraint:
         """Evaluate the constraint; a name it cannot resolve is a cell error, not False."""
         return bool(eval_expr(self._code, env, self.expr, self.line, self.comment))
 
+    @property
+    def broken(self) -> str:
+        """What :meth:`Space.violations` says when this line does not hold."""
+        return f"breaks 'require {self.expr.strip()}'"
+
 
 SCAN_CONFIGS = 100_000  # configs a count or a search for the first valid one looks at
 COUNT_EXACTLY = 20_000  # a count up to this many configs is exact (about 0.2 s)
@@ -255,10 +260,13 @@ class Space:
 
     def violations(self, config: Mapping[str, ParamValue],
                    limits: Mapping[str, Any] | None = None) -> list[str]:
-        """Return the constraints ``config`` breaks, as readable reasons (empty = allowed)."""
+        """Return the constraints ``config`` breaks, as readable reasons (empty = allowed).
+
+        A panel's move is checked here once: the panel's banner formats the outcome
+        (``ui.refusal``) and the worker takes it with the request (``execute.run_variant``)."""
         env = dict(limits or {})
         env.update(self.cxx_env(config))
-        return [f"breaks 'require {c.expr.strip()}'" for c in self.constraints if not c.holds(env)]
+        return [c.broken for c in self.constraints if not c.holds(env)]
 
     def configs(self, limits: Mapping[str, Any] | None = None,
                 scan: int | None = None) -> Iterator[Config]:

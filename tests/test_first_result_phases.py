@@ -45,7 +45,7 @@ def test_only_the_session_asked_last_prefetches():
         def __init__(self) -> None:
             self.compiles: list[dict] = []
 
-        def run(self, spec, config):  # noqa: ANN001, ANN202 - the worker's surface
+        def run(self, spec, config, violations=None):  # noqa: ANN001, ANN202 - the worker's surface
             return RunResult(spec.name, spec.backend, dict(config), Status.OK)
 
         def compile(self, spec, config):  # noqa: ANN001, ANN202

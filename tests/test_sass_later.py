@@ -81,7 +81,7 @@ class _SlowDisassembly:
         self.release = threading.Event()
         self.calls: list[str] = []
 
-    def run(self, spec, config, timeout=None):
+    def run(self, spec, config, timeout=None, violations=None):
         return RunResult(name=spec.name, backend=spec.backend, config=dict(config),
                          status=Status.OK, static=_swept_report())
 

@@ -9,6 +9,7 @@ and the next request is served by a fresh process.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import signal
 import socket
@@ -348,9 +349,11 @@ class DeviceWorker:
             raise KtuneError(f"[ktune] the worker could not read the limits: {value}")
         return value
 
-    def run(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
-        """Compile, verify and time one variant; failures come back as a RunResult, not raised."""
-        return self._variant_request("run", spec, config, timeout)
+    def run(self, spec: KernelSpec, config: Config, timeout: float | None = None,
+            violations: list[str] | None = None) -> RunResult:
+        """Compile, verify and time one variant; failures come back as a RunResult, not raised.
+        ``violations``: the caller's ``Space.violations`` of it (a panel's), not checked again."""
+        return self._variant_request("run", spec, config, timeout, violations)
 
     def compile(self, spec: KernelSpec, config: Config, timeout: float | None = None) -> RunResult:
         """Compile and cache one variant without running it.
@@ -361,14 +364,14 @@ class DeviceWorker:
         return self._variant_request("compile", spec, config, timeout)
 
     def _variant_request(self, kind: str, spec: KernelSpec, config: Config,
-                         timeout: float | None) -> RunResult:
+                         timeout: float | None, *extra: Any) -> RunResult:
         timeout = spec.options.timeout_s if timeout is None else timeout
         if timeout_problem(timeout):
             raise CellError(f"--timeout {timeout!r}: {timeout_problem(timeout)}", line=1,
                             fix="Write --timeout 60 (seconds).")
         base = dict(name=spec.name, backend=spec.backend, config=dict(config))
         try:
-            kind, value = self.request((kind, spec, config), timeout)
+            kind, value = self.request((kind, spec, config, *extra), timeout)
         except WorkerTimeout as exc:
             return RunResult(**base, status=Status.TIMEOUT, reason=f"[ktune] {exc}")
         except WorkerDied as exc:
@@ -376,14 +379,9 @@ class DeviceWorker:
         if kind == "error":
             return RunResult(**base, status=Status.RUNTIME_ERROR, reason=str(value))
         if kind == "fatal":
-            value = _with_reason(value, " The device context was lost; the worker restarted.")
+            value = dataclasses.replace(value, reason=value.reason + " The device context was "
+                                        "lost; the worker restarted.")
         return value
-
-
-def _with_reason(result: RunResult, extra: str) -> RunResult:
-    from dataclasses import replace
-
-    return replace(result, reason=result.reason + extra)
 
 
 _default: DeviceWorker | None = None

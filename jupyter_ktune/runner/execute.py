@@ -128,8 +128,9 @@ def _flops(spec: KernelSpec, host_args: dict[str, Any], cxx: dict[str, int]) -> 
         return None
 
 
-def run_variant(spec: KernelSpec, config: Config) -> RunResult:
-    """Run one variant; called in the worker. Raises FatalDeviceError after a sticky fault."""
+def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None = None) -> RunResult:
+    """Run one variant; called in the worker. Raises FatalDeviceError after a sticky fault.
+    ``violations``: the caller's check of the ``require`` lines (a panel's), taken as it is."""
     backend = get_backend(spec.backend)
     base = dict(name=spec.name, backend=spec.backend, config=dict(config))
     phases_ms: dict[str, float] = {}  # where the time went: every cold cost is a phase
@@ -145,7 +146,8 @@ def run_variant(spec: KernelSpec, config: Config) -> RunResult:
         phases.enter(phases.device(spec.backend))
         device = backend.device()
         tick("device")
-        reasons = spec.space.violations(config, limits_for(spec, device))
+        reasons = violations if violations is not None else spec.space.violations(
+            config, limits_for(spec, device))  # once: where the request came from, or here
     except CellError as exc:
         return RunResult(**base, status=Status.COMPILE_ERROR, reason=str(exc))
     if reasons:

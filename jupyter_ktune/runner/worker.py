@@ -5,7 +5,8 @@ JAX state must not leak in), in its own session so the client can kill it and it
 (nvcc, ncu) at once. Requests and replies are cloudpickled tuples over a socket, each framed
 with its request id (``runner.wire``; a reply carries its request's id):
 
-* ``("run", spec, config)`` -> RunResult (compile, verify, time)
+* ``("run", spec, config[, violations])`` -> RunResult (compile, verify, time; ``violations``:
+  the caller's check of the ``require`` lines, taken instead of checking again)
 * ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
 * ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
   stall samples)
@@ -68,7 +69,7 @@ def _handle(msg: tuple) -> tuple:
         return ("ok", profile_variant(msg[1], msg[2], bool(msg[3]) if len(msg) > 3 else False))
     if kind == "run":
         try:
-            return ("ok", run_variant(msg[1], msg[2]))
+            return ("ok", run_variant(*msg[1:]))
         except FatalDeviceError as exc:
             return ("fatal", exc.result)
     return ("error", f"[ktune] unknown worker request {kind!r}")

@@ -111,9 +111,9 @@ class KernelPanel:
         self.latencies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._exports: dict[str, View] = {}
-        self.controls = Controls(
-            space, start, lambda v: refusal_reasons(space, space.config(v), session.limits),
-            self._request)
+        self.controls = Controls(  # the one check per move: the session's (see Controls)
+            space, start, session.violations, self._request,
+            lambda v, why: refusal_reasons(space, space.config(v), session.limits, why))
         self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
         self.cannot_run = w.HTML(layout=w.Layout(display="none"))
@@ -166,7 +166,7 @@ class KernelPanel:
     def _request(self, values: Mapping[str, Any]) -> None:
         self.badge.value = ("<div class='ktune-badge' style='line-height:1.6'><i>running "
                             f"{escape(Config(values).label())} …</i></div>")
-        self.session.request(values)
+        self.session.request(values, self.controls.outcome(values))  # checked: not again
 
     def _deliver(self, d: Delivery, kind: str | None = None) -> None:
         r = d.result

@@ -44,13 +44,24 @@ class Controls:
 
     ``on_change(values)`` is called with the full config for every allowed combination the user
     sets; a combination that breaks a constraint updates the status line only.
+
+    ``violations(values)`` is the one check of a combination's ``require`` lines per move
+    (``Space.violations`` under the limits the worker gave: its device's and the inputs'
+    values the lines name), made here rather than in the worker so a refused position is
+    explained at once, not after the variant being timed. Its outcome is kept
+    (:meth:`outcome`): the banner's refresh on each result and the request, which carries it to
+    the worker in place of a second check, read it (issue 37). ``explain(values, reasons)``
+    words a refusal for the banner (default: the reasons as they are).
     """
 
     def __init__(self, space: Space, start: Mapping[str, ParamValue],
                  violations: Callable[[Mapping[str, Any]], list[str]],
-                 on_change: Callable[[dict[str, ParamValue]], None]):
+                 on_change: Callable[[dict[str, ParamValue]], None],
+                 explain: Callable[[Mapping[str, Any], list[str]], list[str]] | None = None):
         self.space = space
         self._violations, self._on_change = violations, on_change
+        self._explain = explain or (lambda _values, reasons: reasons)
+        self._checked: tuple[dict[str, ParamValue], list[str]] | None = None  # values, outcome
         name_px = min(180, max(60, 8 * max((len(p.name) for p in space.params), default=4) + 12))
         self.widgets = {p.name: control_for(p, start[p.name], name_px) for p in space.params}
         for p in space.params:
@@ -104,9 +115,18 @@ class Controls:
         if self._show(values):
             self._on_change(values)
 
+    def outcome(self, values: Mapping[str, ParamValue]) -> list[str]:
+        """What the check says of ``values`` (empty: allowed), kept from the last check when
+        they are the combination it checked: a move is checked once."""
+        values = dict(values)
+        if self._checked is None or self._checked[0] != values:
+            self._checked = (values, self._violations(values))
+        return self._checked[1]
+
     def _show(self, values: Mapping[str, ParamValue]) -> bool:
-        reasons = self._violations(values)
+        reasons = self.outcome(values)
         if reasons:
+            reasons = self._explain(values, reasons)
             shown = (f" The badge and plots show <code>{escape(self.shown_label)}</code>, "
                      "the last config run." if self.shown_label else "")
             self.status.layout.display = None

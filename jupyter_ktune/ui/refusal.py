@@ -3,7 +3,8 @@
 ``Space.violations`` names the broken line (``breaks 'require SMEM <= SMEM_PER_BLOCK'``); a
 user moving a slider also needs the values that broke it (``245,760 > 232,448``). This module
 re-evaluates each side of a broken comparison with the space's own evaluator and formats them.
-It only formats: which configs are allowed stays :mod:`jupyter_ktune.space`'s decision.
+It only formats: which configs are allowed stays :mod:`jupyter_ktune.space`'s decision, taken
+once per move (``Space.violations``) and passed in here.
 """
 
 from __future__ import annotations
@@ -47,13 +48,19 @@ def _sides(expr: str, env: Mapping[str, Any], line: int | None) -> str:
 
 
 def refusal_reasons(space: Space, config: Mapping[str, Any],
-                    limits: Mapping[str, Any] | None = None) -> list[str]:
-    """One line per broken ``require``: ``require X <= Y: 245,760 > 232,448`` (empty: allowed)."""
+                    limits: Mapping[str, Any] | None = None,
+                    violations: list[str] | None = None) -> list[str]:
+    """One line per broken ``require``: ``require X <= Y: 245,760 > 232,448`` (empty: allowed).
+
+    ``violations``: what :meth:`Space.violations` said for ``config`` under ``limits``, when the
+    caller checked already (the panel, once per move): only formatted then, never re-evaluated,
+    so a move evaluates its ``require`` lines once (issue 37)."""
+    broken = set(space.violations(config, limits) if violations is None else violations)
     env = dict(limits or {})
     env.update(space.cxx_env(config))
     out = []
     for c in space.constraints:
-        if c.holds(env):
+        if c.broken not in broken:
             continue
         numbers = _sides(c.expr, env, c.line)
         out.append(f"require {c.expr.strip()}" + (f": {numbers}" if numbers else ""))

@@ -60,8 +60,9 @@ class ReplaySession:
         """Call ``callback(delivery)`` for every result served."""
         self._subscribers.append(callback)
 
-    def request(self, values: Mapping[str, Any]) -> int:
-        """Serve the saved result of ``values`` (or a not-measured result) as current."""
+    def request(self, values: Mapping[str, Any], violations: list[str] | None = None) -> int:
+        """Serve the saved result of ``values`` (or a not-measured result) as current; the
+        panel's check (``violations``) is not needed: nothing runs."""
         config = self.spec.space.config(values)
         with self._lock:
             self._ticket += 1
@@ -76,7 +77,7 @@ class ReplaySession:
         return d.ticket
 
     def violations(self, values: Mapping[str, Any]) -> list[str]:
-        """Why a config is not allowed under the saved limits."""
+        """Why a config is not allowed under the saved limits: the panel's one check per move."""
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
