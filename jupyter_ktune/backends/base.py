@@ -212,6 +212,10 @@ class BackendBase:
     #: Whether a sweep builds the kernel's host launcher in a pool task of its own
     #: (:meth:`launcher_ahead`, Triton 3.6) beside its first compiles; False: no such task.
     builds_launcher_ahead: ClassVar[bool] = False
+    #: The export formats that fit this backend's sweeps (names in
+    #: :data:`jupyter_ktune.tuning.export.EXPORTERS`), the one ``report.export()`` writes
+    #: first; any result can be written as Kernel Tuner's T4 JSON, so that is the default.
+    export_formats: ClassVar[tuple[str, ...]] = ("kernel_tuner",)
     #: Seconds of the phases of the last compile in this compile-pool process (Triton: the
     #: module, the argument types, the compile), added to the pool task's own; empty: none.
     compile_phases: Mapping[str, float] = MappingProxyType({})
