@@ -60,8 +60,6 @@ class Bound:
     gets the inner view, so a write past its end (``as_strided`` in a cell stands for a raw
     pointer) lands in the guard and is reported, as on a GPU backend with guard regions."""
 
-    poisons_outputs = True  # poison() fills the outputs with the sentinel NaN
-
     def __init__(self, fn, host_args, outputs):
         self.fn, self.outputs, self.args, self._guarded = fn, outputs, {}, {}
         for k, v in host_args.items():

@@ -3,8 +3,11 @@
 Registered in one line (``KTUNE_BACKEND_MODULES=...,fakecxx=ktune_fake_cxx_backend``) by
 ``tests/test_backend_facts.py``, and nowhere else: the generic code (the cell's reading,
 ``--from``, the compiler controls, the compile pool, the sweep's compile order, ``ktune
-device``, verification's poisoning) must take each fact from here, never from a backend's name.
-Its cells are the fake's (Python, run on NumPy); only what it declares differs.
+device``, verification's poisoning, the export's default format) must take each fact from here,
+never from a backend's name. Its cells are the fake's (Python, run on NumPy); only what it
+declares differs. It declares none of the optional hooks (``preload``, ``pool_hints``,
+``launcher_ahead``, ``load_prebuilt``, ``profile_scopes``...): a sweep of it runs on
+``BackendBase``'s defaults.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class FakeCxxBackend(FakeBackend):
     compiler_modules: ClassVar[tuple[str, ...]] = (COMPILER_MODULE,)
     compile_cost_order: ClassVar[bool] = True
     profile_min_capability: ClassVar[float] = 9.0
+    export_formats: ClassVar[tuple[str, ...]] = ("cpp", "kernel_tuner")
 
     def static_capability(self, device):
         return "yes (fake)", "a note from the fake"

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import Future
 
+import cloudpickle
+import numpy as np
 import pytest
 
 from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.capabilities import capabilities
-from jupyter_ktune.errors import CellError
-from jupyter_ktune.space import Config
+from jupyter_ktune.errors import CannotRun, CellError, KtuneError
+from jupyter_ktune.results import Status
+from jupyter_ktune.space import Config, Param, Space
 
 CELL = "def k(x, y):\n    y[:] = x\n"
 
@@ -87,3 +91,79 @@ def test_ktune_device_and_verification_ask_the_backend() -> None:
     assert not _poisoned(spec, object()) and _poisoned(
         parse_cell("k --backend fake", CELL), object())
     assert get_backend("fakecxx").poisons_outputs is False
+
+
+def _swept(backend: str):
+    """A sweep's cell of ``backend`` whose static report the pool can build (``# static smem``),
+    so a run is offered it to load (``load_prebuilt``)."""
+    ns = {"inputs": lambda: dict(x=np.arange(8.0), y=np.empty(8)),
+          "reference": lambda x, y: x}
+    return parse_cell(f"k --backend {backend} --param B=1,2 --inputs inputs --reference reference"
+                      " --out y", "# static smem: 64 * B\n" + CELL, ns)
+
+
+def test_a_backend_that_declares_no_hook_gets_each_default() -> None:
+    from jupyter_ktune.runner import execute
+    from jupyter_ktune.runner.profile import profile_variant
+    from jupyter_ktune.tuning import pool_warm, runners
+
+    spec = _swept("fakecxx")
+    config = spec.space.config({"B": 1})
+    backend = get_backend("fakecxx")
+    assert not backend.shares_pool_hints and not backend.builds_launcher_ahead
+    assert not backend.quick_launch() and backend.compile_phases == {}
+    # the pool's tasks, as a sweep sends them (with hints: seed_pool_hints takes them)
+    out, phases = cloudpickle.loads(runners.precompile(cloudpickle.dumps(
+        (spec, config, False, {"read": "elsewhere"}))))
+    assert not isinstance(out, KtuneError) and out.kernels["k"].smem_static == 64, out
+    assert set(phases) == {"unpickle", "total"}
+    assert backend.pool_hints(spec) is None and backend.preload(spec) is None
+    assert cloudpickle.loads(pool_warm.pool_hints(cloudpickle.dumps(spec))) is None
+    assert backend.launcher_ahead(spec, config) == runners.launcher_ahead(
+        cloudpickle.dumps((spec, config))) == (False, 0.0)
+    assert runners.preload_here(spec) >= 0
+    # the worker: a report built ahead is offered, and the default says "compile it"
+    built: Future = Future()
+    built.set_result((out, None))
+    assert execute._prebuilt(backend, spec, config, built) is None
+    with pytest.raises(CannotRun, match="no scope profiler wired for --backend fakecxx"):
+        profile_variant(spec, config)
+
+
+def test_a_sweep_runs_on_the_defaults_and_exports_the_backends_own_format(
+        tmp_path, stopped_pools) -> None:
+    from jupyter_ktune.tuning import TuneOptions, pool_warm, tune
+
+    spec = _swept("fakecxx")
+    report = tune(spec, "exhaustive", store=tmp_path, workers=1,
+                  options=TuneOptions(compile_workers=1, top_k=0))
+    assert [e.result.status for e in report.evaluations] == [Status.OK] * 2, report.evaluations
+    assert report.info["compile_workers"] == 1
+    # no pool task the backend does not offer: no launcher built ahead, no hints read
+    assert "launcher built" not in [kind for _at, kind, _c in report.info["timeline"]]
+    assert not [k for k in pool_warm._hints if k[1] == spec.source_hash]
+    assert report.export() == report.export("cpp") and "constexpr int KT_K_B" in report.export()
+
+
+def _report(backend: str):
+    from jupyter_ktune.tuning.report import Evaluation, TuneReport
+    from jupyter_ktune.tuning.store import StoredResult
+
+    row = StoredResult(Config({"B": 2}), Status.OK, times_ms=np.full(5, 0.01), kernel="k",
+                       backend=backend, device="fake CPU device", created=1.7e9)
+    return TuneReport("k", backend, "exhaustive", Space((Param("B", (1, 2)),)),
+                      "fake CPU device", (Evaluation(row, 0.0),), valid_configs=2)
+
+
+def test_an_export_without_a_format_writes_the_backends_first() -> None:
+    from jupyter_ktune.tuning.shapes import ShapesReport
+
+    assert _report("fakecxx").export() == _report("fakecxx").export("cpp")
+    assert _report("fake").export() == _report("fake").export("kernel_tuner")  # the default
+    shapes = ShapesReport(({"n": 8},), (_report("fakecxx"),))
+    assert shapes.export() == shapes.export("cpp")
+    with pytest.raises(ValueError, match="--backend fake has no default dispatch export "
+                                         "\\(it offers kernel_tuner\\)"):
+        ShapesReport(({"n": 8},), (_report("fake"),)).export()
+    assert {n: get_backend(n).export_formats[0] for n in ("cuda", "triton", "pallas")} == {
+        "cuda": "cpp", "triton": "triton", "pallas": "pallas"}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jupyter_ktune.backends import backend_names, get_backend
-from jupyter_ktune.backends.base import Backend, ScopeProfiler
+from jupyter_ktune.backends.base import Backend, BackendBase, ScopeProfiler
 from jupyter_ktune.errors import CannotRun
 
 REQUIRED = ("check", "device", "static_report", "compile", "timer", "is_fatal")
@@ -40,6 +40,17 @@ def test_backend_has_every_required_method_with_the_protocol_parameters(name: st
     for method in OPTIONAL:
         if hasattr(backend, method):
             assert _params(getattr(backend, method)) == _params(getattr(ScopeProfiler, method))
+
+
+@pytest.mark.parametrize("name", ["cuda", "triton", "pallas", "fake"])
+def test_a_backends_hooks_take_the_parameters_backendbase_declares(name: str) -> None:
+    """The generic code calls a hook as ``BackendBase`` declares it (``preload(spec)``,
+    ``load_prebuilt(spec, config, report)``...), whichever backend overrides it."""
+    backend = get_backend(name)
+    hooks = [n for n, v in vars(BackendBase).items() if callable(v) and not n.startswith("_")]
+    assert {"preload", "pool_hints", "launcher_ahead", "load_prebuilt"} <= set(hooks)
+    for hook in hooks:
+        assert _params(getattr(backend, hook)) == _params(getattr(BackendBase, hook)), hook
 
 
 @pytest.mark.parametrize("name", ["cuda", "triton", "pallas"])

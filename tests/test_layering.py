@@ -220,7 +220,8 @@ NOT_A_BACKEND = {
     ("jupyter_ktune/expr.py", "triton"),
     # export format names a user picks (report.export("triton"): a @triton.autotune list,
     # "pallas": a block-size table); the exporters read TuneReports, so they live in tuning/,
-    # which backends/ may not import
+    # which backends/ may not import. Which one a backend writes by default is its own fact
+    # (BackendBase.export_formats), never chosen here by its name
     ("jupyter_ktune/tuning/export.py", "triton"),
     ("jupyter_ktune/tuning/export.py", "pallas"),
 }

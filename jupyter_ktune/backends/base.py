@@ -9,8 +9,9 @@ timing protocol, provenance - lives in :mod:`jupyter_ktune.runner.execute` and
 :mod:`jupyter_ktune.measure`, which never import a backend. ``README.md`` beside this file walks
 through adding one.
 
-Only ``DeviceInfo`` and :func:`limits_for` are used at run time; the Protocols are the contract,
-checked by the type checker and by ``tests/test_backend_protocol.py``.
+Only ``DeviceInfo``, :func:`limits_for` and :class:`BackendBase` (the facts and optional hooks,
+with the defaults a backend that leaves them out gets) are used at run time; the Protocols are
+the contract, checked by the type checker and by ``tests/test_backend_protocol.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 #: Set in the compile pool's processes (and the ahead-of-time child): compile, never launch,
@@ -124,9 +126,8 @@ class Backend(Protocol):
     """One backend, from the cell to the profile. Implemented once per package.
 
     Required: ``name``, ``check``, ``device``, ``static_report``, ``compile``, ``timer``,
-    ``is_fatal``. Optional (absent means "not offered here", with a reason to the user):
-    ``profile_scopes``, ``line_file`` and ``preload(spec)`` (import what compiling the cell
-    needs, so a compile-pool process pays it before the sweep's first compile).
+    ``is_fatal``. The optional hooks (the profiler, the compile pool's and the sweep's) are
+    declared on :class:`BackendBase` with defaults that mean "not offered here".
     """
 
     name: ClassVar[str]
@@ -172,11 +173,12 @@ class ScopeProfiler(Protocol):
 
 
 class BackendBase:
-    """The facts a backend may leave out, declared once with their defaults.
+    """The facts and optional hooks a backend may leave out, declared once with their defaults.
 
     Every backend subclasses this, so the code outside ``backends/`` reads ``backend.comment``
-    instead of asking whether the name is ``"cuda"``: a new backend changes a default here by
-    overriding it in its own class, and no other file.
+    instead of asking whether the name is ``"cuda"``, and calls ``backend.preload(spec)``
+    instead of asking whether it has one: a new backend changes a default here by overriding
+    it in its own class, and no other file.
     """
 
     #: The comment that starts a ``ktune:`` directive line in this backend's cells.
@@ -191,9 +193,9 @@ class BackendBase:
     compiler_controls: ClassVar[frozenset[str] | None] = None
     #: Whether the cell is Python source, so ``--from module:kernel`` can read it from a module.
     python_cells: ClassVar[bool] = True
-    #: Whether verification fills the outputs with a poison value before a run (a ``Bound``
-    #: may still say otherwise with its own ``poisons_outputs``): off where outputs are
-    #: returned, never written in place (Pallas).
+    #: Whether verification fills the outputs with a poison value before a run: off where
+    #: outputs are returned, never written in place (Pallas: fresh JAX buffers it cannot
+    #: pre-fill, so there a NaN is "never written, or written as NaN").
     poisons_outputs: ClassVar[bool] = True
     #: What a sweep's CPU pool compiles ahead, in words for the report; None: no compile pool.
     precompile: ClassVar[str | None] = None
@@ -204,6 +206,19 @@ class BackendBase:
     compile_cost_order: ClassVar[bool] = False
     #: The compute capability the scope profiler needs (Pallas: Mosaic GPU, Hopper); 0: any GPU.
     profile_min_capability: ClassVar[float] = 0.0
+    #: Whether a sweep sends one compile-pool process to read :meth:`pool_hints` for all the
+    #: others (Triton: the argument types); False: no such task is sent.
+    shares_pool_hints: ClassVar[bool] = False
+    #: Whether a sweep builds the kernel's host launcher in a pool task of its own
+    #: (:meth:`launcher_ahead`, Triton 3.6) beside its first compiles; False: no such task.
+    builds_launcher_ahead: ClassVar[bool] = False
+    #: The export formats that fit this backend's sweeps (names in
+    #: :data:`jupyter_ktune.tuning.export.EXPORTERS`), the one ``report.export()`` writes
+    #: first; any result can be written as Kernel Tuner's T4 JSON, so that is the default.
+    export_formats: ClassVar[tuple[str, ...]] = ("kernel_tuner",)
+    #: Seconds of the phases of the last compile in this compile-pool process (Triton: the
+    #: module, the argument types, the compile), added to the pool task's own; empty: none.
+    compile_phases: Mapping[str, float] = MappingProxyType({})
 
     def warm_compiler(self) -> None:
         """In a compile-pool process, before its first compile: import ``compiler_modules``."""
@@ -216,6 +231,50 @@ class BackendBase:
         """How this backend makes its static report here (the ``ktune device`` column) and a
         note on what is missing; ``("none", "")``: it makes none."""
         return "none", ""
+
+    def preload(self, spec: KernelSpec) -> None:
+        """In a compile-pool process and the worker, before the first compile: import what
+        compiling and running the cell needs (its module, the user's packages), so the first
+        config does not pay it; a failure is left to that config's run. Default: nothing."""
+
+    def pool_hints(self, spec: KernelSpec) -> Any:
+        """In one compile-pool process (where :attr:`shares_pool_hints`): what every compile
+        of ``spec`` shares and costs an ``inputs()`` call to learn, as picklable data handed
+        to each compile (:meth:`seed_pool_hints`). Default None: each compile learns it."""
+        return None
+
+    def seed_pool_hints(self, spec: KernelSpec, hints: Any) -> None:
+        """Before a pool compile: take the :meth:`pool_hints` another process read, so this
+        one calls no ``inputs()``. Default: nothing to take."""
+
+    def launcher_ahead(self, spec: KernelSpec, config: Config) -> tuple[bool, float]:
+        """Pool task (where :attr:`builds_launcher_ahead`): build the kernel's host launcher
+        without compiling it, so the first run does not wait for a compile and a launcher
+        build in series; (built, seconds). Default: nothing built."""
+        return False, 0.0
+
+    def quick_launch(self) -> bool:
+        """Whether the worker may launch a sweep's first runs before :meth:`launcher_ahead` is
+        done (Triton 3.6's per-signature launcher). Default False: they wait for it."""
+        return False
+
+    def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> Variant | None:
+        """In the worker: the variant from a static report a sweep's pool built ahead (CUDA
+        loads its cubin), so the run does not compile again. Default None: compile it."""
+        return None
+
+    def profile_scopes(self, spec: KernelSpec, config: Config,
+                       inputs: Callable[[], dict[str, Any]]) -> Breakdown:
+        """The scope profiler (:class:`ScopeProfiler`). Default: none, said to the user."""
+        from jupyter_ktune.errors import CannotRun
+
+        raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend}: scopes "
+                        "exist for cuda (KT_SCOPE), triton (Proton) and pallas on Mosaic GPU")
+
+    def line_file(self, variant: Variant) -> str | None:
+        """The file of cell lines in ncu's per-line samples (:class:`ScopeProfiler`).
+        Default None: any file with ``ktune`` in its name."""
+        return None
 
     def expand(self, spec: KernelSpec, namespace: Mapping[str, Any],
                describe: Callable[[KernelSpec], dict[str, Any]]) -> KernelSpec:

@@ -61,11 +61,11 @@ class FatalDeviceError(Exception):
 
 
 def _poisoned(spec: KernelSpec, bound: Any) -> bool:
-    """Whether the outputs hold the poison sentinel before the run. A bound says so with
-    ``poisons_outputs``, else its backend does (``BackendBase.poisons_outputs``): Pallas
-    outputs are fresh JAX buffers it cannot pre-fill (interpret mode fills them with plain NaN),
-    so there a NaN is "never written, or written as NaN"."""
-    return bool(getattr(bound, "poisons_outputs", get_backend(spec.backend).poisons_outputs))
+    """Whether the outputs hold the poison sentinel before the run: the backend says so
+    (``BackendBase.poisons_outputs``): Pallas outputs are fresh JAX buffers it cannot pre-fill
+    (interpret mode fills them with plain NaN), so there a NaN is "never written, or written as
+    NaN"."""
+    return bool(get_backend(spec.backend).poisons_outputs)
 
 
 def _verify(spec: KernelSpec, bound: Any, expected: dict[str, Any] | None,
@@ -324,11 +324,9 @@ def _prebuilt(backend: Backend, spec: KernelSpec, config: Config, static: Future
     ahead, ``seed_static``), where the backend can load its binary (``load_prebuilt``); else
     None and the backend compiles. A report still being built is not waited for: the run
     compiles beside it, as a single run always does."""
-    load = getattr(backend, "load_prebuilt", None)
-    if load is None or not static.done():
-        return None
-    report, failure = static.result()
-    return load(spec, config, report) if report is not None and failure is None else None
+    report, failure = static.result() if static.done() else (None, None)
+    ok = report is not None and failure is None
+    return backend.load_prebuilt(spec, config, report) if ok else None
 
 
 def host_time(device: DeviceInfo) -> bool:

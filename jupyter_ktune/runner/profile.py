@@ -39,11 +39,7 @@ def profile_variant(spec: KernelSpec, config: Config, lines: bool = False) -> Br
         if why:
             return Breakdown.lines_only(spec.name, {}, "ncu", notes=(why,))
         return profile_lines(spec, config)
-    scopes = getattr(backend, "profile_scopes", None)
-    if scopes is None:
-        raise CannotRun(f"[ktune] no scope profiler wired for --backend {spec.backend}: scopes "
-                        "exist for cuda (KT_SCOPE), triton (Proton) and pallas on Mosaic GPU")
-    return scopes(spec, config, lambda: checked_inputs(spec, config))
+    return backend.profile_scopes(spec, config, lambda: checked_inputs(spec, config))
 
 
 @contextlib.contextmanager
@@ -94,8 +90,7 @@ def drive(job: str) -> None:
     bound = variant.bind(spec.inputs())
     bound.launch()
     bound.read_outputs()
-    line_file = getattr(backend, "line_file", None)
-    name = line_file(variant) if line_file is not None else None
+    name = backend.line_file(variant)
     if name:
         Path(job).with_name("cell_file.txt").write_text(name)
 

@@ -3,6 +3,9 @@
 Each exporter takes a :class:`~jupyter_ktune.tuning.report.TuneReport` and returns source text,
 with the configs fastest first and the measured time and verdict in a comment, so the numbers
 travel with the artefact. Kernel Tuner's T4 JSON lives in :mod:`jupyter_ktune.tuning.kerneltuner`.
+Any report can be written in any format; which ones fit a backend, and the one written when
+none is named, is the backend's fact (``BackendBase.export_formats``), so a new backend picks
+its default in its own class.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from jupyter_ktune.backends import get_backend
 from jupyter_ktune.render import counted
 from jupyter_ktune.space import cxx_value
 from jupyter_ktune.tunable_values import COMPILER_CONTROLS, NOT_FOR_KERNEL
@@ -264,11 +268,28 @@ def _exporter(registry: dict[str, Callable[..., str]], kind: str, what: str) -> 
     return fn
 
 
-def dispatch(shapes: Any, kind: str, **kw: Any) -> str:
-    """Export a per-shape dispatch table as ``kind``; an unknown kind lists the known ones."""
-    return _exporter(DISPATCH, kind, "dispatch export")(shapes, **kw)
+def default_format(backend: str, registry: dict[str, Callable[..., str]], what: str) -> str:
+    """The first of ``backend``'s export formats (``BackendBase.export_formats``) that
+    ``registry`` writes: what an export that names no format gives."""
+    offered = get_backend(backend).export_formats
+    kind = next((f for f in offered if f in registry), None)
+    if kind is None:
+        raise ValueError(f"[ktune] --backend {backend} has no default {what} (it offers "
+                         f"{', '.join(offered) or 'none'}). Name one of: "
+                         f"{', '.join(sorted(registry))}.")
+    return kind
 
 
-def export(report: Any, kind: str, **kw: Any) -> str:
-    """Export ``report`` as ``kind``; an unknown kind lists the known ones."""
+def dispatch(shapes: Any, kind: str | None = None, **kw: Any) -> str:
+    """Export a per-shape dispatch table as ``kind`` (None: the backend's default format);
+    an unknown kind lists the known ones."""
+    what = "dispatch export"
+    kind = kind or default_format(shapes.reports[0].backend, DISPATCH, what)
+    return _exporter(DISPATCH, kind, what)(shapes, **kw)
+
+
+def export(report: Any, kind: str | None = None, **kw: Any) -> str:
+    """Export ``report`` as ``kind`` (None: the backend's default format); an unknown kind
+    lists the known ones."""
+    kind = kind or default_format(report.backend, EXPORTERS, "export")
     return _exporter(EXPORTERS, kind, "export")(report, **kw)

@@ -32,9 +32,8 @@ def pool_hints(blob: bytes) -> bytes:
     None where the backend has none or it failed (each compile then learns it itself)."""
     os.environ[COMPILE_ONLY_ENV] = "1"
     spec = cloudpickle.loads(blob)
-    read = getattr(get_backend(spec.backend), "pool_hints", None)
     try:
-        return cloudpickle.dumps(read(spec) if read is not None else None)
+        return cloudpickle.dumps(get_backend(spec.backend).pool_hints(spec))
     except Exception:  # noqa: BLE001 - the compiles report it on the cell's line
         return cloudpickle.dumps(None)
 

@@ -234,8 +234,9 @@ class TuneReport:
             lines.append("  " + self.warm.text())
         return "\n".join(lines)
 
-    def export(self, kind: str, **kw: Any) -> str:
-        """Export the winner(s): ``"triton"``, ``"cpp"``, ``"pallas"`` or ``"kernel_tuner"``."""
+    def export(self, kind: str | None = None, **kw: Any) -> str:
+        """Export the winner(s): ``"triton"``, ``"cpp"``, ``"pallas"`` or ``"kernel_tuner"``;
+        None: the first format the backend offers (``BackendBase.export_formats``)."""
         return export_report(self, kind, **kw)
 
     def __repr__(self) -> str:

@@ -103,7 +103,7 @@ def precompile(blob: bytes) -> bytes:
     phases = {"unpickle": time.perf_counter() - t0}
     backend = get_backend(spec.backend)
     try:
-        if hints is not None and hasattr(backend, "seed_pool_hints"):
+        if hints is not None:
             backend.seed_pool_hints(spec, hints)
         backend.check(spec)
         out: Any = backend.static_report(spec, config)
@@ -111,7 +111,7 @@ def precompile(blob: bytes) -> bytes:
         out = exc
     except Exception as exc:  # noqa: BLE001 - the worker will report it with its own context
         out = KtuneError(f"[ktune] precompile failed: {type(exc).__name__}: {exc}")
-    phases.update(getattr(backend, "compile_phases", {}))
+    phases.update(backend.compile_phases)
     phases["total"] = time.perf_counter() - t0
     try:
         return cloudpickle.dumps((out, phases))
@@ -125,11 +125,8 @@ def launcher_ahead(blob: bytes) -> tuple[bool, float]:
     has nothing to build (``backends.triton.launcher_ahead``)."""
     os.environ[COMPILE_ONLY_ENV] = "1"
     spec, config = cloudpickle.loads(blob)
-    build = getattr(get_backend(spec.backend), "launcher_ahead", None)
-    if build is None:
-        return False, 0.0
     try:
-        return build(spec, config)
+        return get_backend(spec.backend).launcher_ahead(spec, config)
     except Exception:  # noqa: BLE001 - only a head start: the compiles' own path remains
         return False, 0.0
 
@@ -190,12 +187,10 @@ def preload_here(spec: KernelSpec) -> float:
     """Import what compiling and running the cell needs, in this process (``Backend.preload``;
     a failure is left to the first config's run, which reports it on its cell line); seconds."""
     t0 = time.perf_counter()
-    load = getattr(get_backend(spec.backend), "preload", None)
-    if load is not None:
-        try:
-            load(spec)
-        except Exception:  # noqa: BLE001 - reported by the first config's own run
-            pass
+    try:
+        get_backend(spec.backend).preload(spec)
+    except Exception:  # noqa: BLE001 - reported by the first config's own run
+        pass
     return time.perf_counter() - t0
 
 

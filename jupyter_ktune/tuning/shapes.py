@@ -105,9 +105,9 @@ class ShapesReport:
                              w.median_ms if w else None)
                             for s, w in zip(self.shapes, self.winners, strict=True)])
 
-    def export(self, kind: str, **kw: Any) -> str:
+    def export(self, kind: str | None = None, **kw: Any) -> str:
         """A dispatch table: ``"triton"`` (autotune list + key), ``"cpp"`` (a switch over shape
-        buckets) or ``"pallas"`` (a table keyed by shape)."""
+        buckets) or ``"pallas"`` (a table keyed by shape); None: the backend's own."""
         from jupyter_ktune.tuning.export import dispatch
 
         return dispatch(self, kind, **kw)

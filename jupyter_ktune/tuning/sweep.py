@@ -158,7 +158,7 @@ class Sweep:
             # pool is kept for the next sweep of this process (the worker is kept too)
             pool = shared_pool(pool_size, self.spec.backend) if pool_size else None
             if pool is not None:  # the cell's imports in every process, while the worker starts
-                if hasattr(get_backend(self.spec.backend), "pool_hints"):  # Triton's types
+                if get_backend(self.spec.backend).shares_pool_hints:  # Triton's types
                     self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
             device = runner.device(self.spec.backend)
@@ -241,9 +241,9 @@ class Sweep:
         asked, starved = 0, False
         ahead: cf.Future | None = None  # the kernel's launcher, built beside the first compiles
         backend = get_backend(spec.backend)
-        builds_launcher = hasattr(backend, "launcher_ahead")
+        builds_launcher = backend.builds_launcher_ahead
         # a worker that can launch without it (Triton 3.6: direct_launch) is not held for it
-        quick_capable = builds_launcher and getattr(backend, "quick_launch", lambda: False)()
+        quick_capable = builds_launcher and backend.quick_launch()
         ahead_config: Config | None = None
         hints: Any = None  # what every compile shares (runners.pool_hints), once it is read
         while not self.stopped:

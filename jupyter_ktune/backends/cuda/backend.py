@@ -102,6 +102,7 @@ class CudaBackend(BackendBase):
         "the static nvcc compile (nvcc -cubin -lineinfo + ptxas -v) of each config; its "
         "report is handed to the device worker, which loads its cubin where it is for the "
         "device's architecture (else NVRTC-compiles the variant) and times it")
+    export_formats: ClassVar[tuple[str, ...]] = ("cpp", "kernel_tuner")  # constexpr header
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""

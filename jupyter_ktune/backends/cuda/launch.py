@@ -144,8 +144,6 @@ def _device_dtype(xp: Any, dtype: np.dtype) -> np.dtype:
 class CudaBound:
     """A compiled kernel with its arguments on the device and its geometry resolved."""
 
-    poisons_outputs = True  # poison_outputs fills them with the sentinel NaN
-
     def __init__(self, variant: CudaVariant, host_args: Mapping[str, Any],
                  shared: Mapping[str, Any] | None = None):
         import cupy

@@ -100,6 +100,7 @@ class PallasBackend(BackendBase):
     compiler_controls: ClassVar[frozenset[str] | None] = frozenset()  # none: each is refused
     poisons_outputs: ClassVar[bool] = False  # fresh JAX buffers, never pre-filled
     profile_min_capability: ClassVar[float] = 9.0  # Mosaic GPU, its only profiled lowering
+    export_formats: ClassVar[tuple[str, ...]] = ("pallas", "kernel_tuner")  # a block-size table
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

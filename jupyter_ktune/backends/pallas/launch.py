@@ -116,8 +116,6 @@ class PallasBound:
     ``input_output_aliases`` kernel may still write them.
     """
 
-    poisons_outputs = False  # see poison_outputs: a NaN is "never written, or written as NaN"
-
     def __init__(self, variant: PallasVariant, compiled: Any, jitted: Any,
                  arrays: Mapping[str, np.ndarray]):
         import jax

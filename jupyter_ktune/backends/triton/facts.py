@@ -26,6 +26,9 @@ class TritonFacts(BackendBase):
     compile_cost_order: ClassVar[bool] = True
     language: ClassVar[str] = "Triton"
     compiler_controls: ClassVar[frozenset[str] | None] = frozenset({"name_prefix", "maxnreg"})
+    shares_pool_hints: ClassVar[bool] = True  # the argument types, one inputs() call for all
+    builds_launcher_ahead: ClassVar[bool] = True  # Triton 3.6's launcher, a pool task of its own
+    export_formats: ClassVar[tuple[str, ...]] = ("triton", "kernel_tuner")  # @triton.autotune
 
     def warm_compiler(self) -> None:
         """The compiler's modules, then the installation's hash, which each process's first

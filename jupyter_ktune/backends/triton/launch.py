@@ -107,8 +107,6 @@ def _guarded(value: Any, device: str) -> tuple[Any, Guarded | None]:
 class TritonBound:
     """The kernel with its arguments as tensors (CUDA or CPU) and its grid resolved."""
 
-    poisons_outputs = True  # poison_outputs fills them with the sentinel NaN
-
     def __init__(self, variant: TritonVariant, host_args: Mapping[str, Any]):
         spec, cfg = variant.spec, variant.values
         self.variant = variant
