@@ -162,3 +162,16 @@ def test_a_request_nobody_checked_is_checked_by_the_worker_once(worker, checks):
         assert not here  # checked in the worker, where the inputs' values are
     finally:
         session.close()
+
+
+def test_a_sweep_checks_each_candidate_in_its_strategy_only(worker, checks, tmp_path):
+    """The strategy lists the allowed configs under the limits the worker gave, so the worker
+    takes that outcome for each run the sweep sends rather than checking again."""
+    from jupyter_ktune.tuning import tune
+
+    spec = parse_cell(LINE, SRC, NS)
+    report = tune(spec, "exhaustive", store=tmp_path / "s.sqlite", workers=[worker])
+    assert {dict(e.result.config)["BLOCK"] for e in report.evaluations} == {1, 2}
+    assert all(e.result.ok for e in report.evaluations)
+    here, there = checks()
+    assert here and not there  # the strategy's checks only
