@@ -102,10 +102,17 @@ def _swept(backend: str):
                       " --out y", "# static smem: 64 * B\n" + CELL, ns)
 
 
-def test_a_backend_that_declares_no_hook_gets_each_default() -> None:
+def test_a_backend_that_declares_no_hook_gets_each_default(monkeypatch) -> None:
+    from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV
+    from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
     from jupyter_ktune.runner import execute
     from jupyter_ktune.runner.profile import profile_variant
     from jupyter_ktune.tuning import pool_warm, runners
+
+    # the pool's tasks run here mark this process a pool process: undone after the test (left
+    # set, every later static report in this test process skipped its SASS mix)
+    for name in (COMPILE_ONLY_ENV, SWEEP_STATIC_ENV, LAUNCHER_AHEAD_ENV):
+        monkeypatch.setenv(name, "")
 
     spec = _swept("fakecxx")
     config = spec.space.config({"B": 1})
