@@ -58,12 +58,12 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    """Name the jupyter server extension that serves BokehJS (:mod:`jupyter_ktune.server`)."""
+    """Name the jupyter server extension (:mod:`jupyter_ktune.server`: BokehJS, editor grammars)."""
     return [{"module": "jupyter_ktune"}]
 
 
 def _load_jupyter_server_extension(serverapp):  # noqa: ANN001 - jupyter_server's signature
-    """Add the BokehJS route (jupyter_server calls this)."""
+    """Add the BokehJS and backends routes (jupyter_server calls this)."""
     from jupyter_ktune.server import load
 
     load(serverapp)

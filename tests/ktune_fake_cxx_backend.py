@@ -27,6 +27,7 @@ class FakeCxxBackend(FakeBackend):
     comment: ClassVar[str] = "//"
     cxx_directives: ClassVar[bool] = True
     python_cells: ClassVar[bool] = False
+    editor_mime: ClassVar[str] = "text/x-csrc"  # not CUDA's: read from here, never a name map
     language: ClassVar[str] = "Fake C++"
     compiler_controls: ClassVar[frozenset[str] | None] = frozenset({"maxnreg"})
     poisons_outputs: ClassVar[bool] = False

@@ -1,5 +1,6 @@
 """Store integrity (issue 9): two notebooks writing one store, schema migration, and where
-ktune writes; plus the check that there is no server extension (so no endpoint to protect).
+ktune writes; plus the check that the server extension's endpoints are read-only and
+authenticated.
 """
 
 from __future__ import annotations
@@ -106,17 +107,19 @@ def _result():
 
 
 # -- security ---------------------------------------------------------------------------------
-def test_the_only_server_endpoint_is_the_authenticated_read_only_bokehjs_route():
-    """A server endpoint must come with Jupyter's auth and XSRF checks (issue 9). The one there
-    is (issue 17: BokehJS served instead of stored in every notebook) is read-only and goes
-    through jupyter_server's AuthenticatedFileHandler; anything else fails this test.
+def test_the_server_endpoints_are_the_authenticated_read_only_bokehjs_and_backends_routes():
+    """A server endpoint must come with Jupyter's auth and XSRF checks (issue 9). There are two,
+    both read-only: BokehJS (issue 17: served instead of stored in every notebook) through
+    jupyter_server's AuthenticatedFileHandler, and the backends' editor grammars (issue 37: the
+    labextension asks the registry) through an APIHandler whose one method is an authenticated
+    GET; anything else fails this test (``tests/test_server.py`` asks the route without a token).
 
     It reads what is installed (the wheel's metadata, files and modules), not the checkout: a
     server extension reaches a user through these only.
     """
     from types import SimpleNamespace
 
-    from jupyter_server.base.handlers import AuthenticatedFileHandler
+    from jupyter_server.base.handlers import APIHandler, AuthenticatedFileHandler
 
     from jupyter_ktune.server import load
 
@@ -131,8 +134,9 @@ def test_the_only_server_endpoint_is_the_authenticated_read_only_bokehjs_route()
     assert len(modules) > 20, modules  # the installed package's modules, all of them
     for py in modules:
         text = py.read_text()
-        for marker in ("APIHandler", "tornado.web", "RequestHandler"):
-            assert marker not in text, f"{py}: {marker}: a server endpoint needs auth + XSRF"
+        if py.relative_to(package) != Path("server.py"):
+            for marker in ("APIHandler", "tornado", "RequestHandler"):
+                assert marker not in text, f"{py}: {marker}: a server endpoint needs auth + XSRF"
         if "_jupyter_server_extension" in text or "load_jupyter_server_extension" in text:
             assert py.name == "__init__.py" and "jupyter_ktune.server" in text
     added: list = []
@@ -140,8 +144,15 @@ def test_the_only_server_endpoint_is_the_authenticated_read_only_bokehjs_route()
                                                   add_handlers=lambda _h, hs: added.extend(hs)),
                           log=SimpleNamespace(info=lambda *a: None))
     load(app)
-    assert [(route, handler) for route, handler, _kw in added] == \
-        [("/ktune/static/bokeh/(.*)", AuthenticatedFileHandler)]
+    routes = {route: handler for route, handler, _kw in added}
+    assert list(routes) == ["/ktune/static/bokeh/(.*)", "/ktune/backends"]
+    assert routes["/ktune/static/bokeh/(.*)"] is AuthenticatedFileHandler
+    backends = routes["/ktune/backends"]
+    assert issubclass(backends, APIHandler) and backends.auth_resource == "kernelspecs"
+    own = {name for cls in backends.__mro__[:backends.__mro__.index(APIHandler)]
+           for name in vars(cls)}
+    assert own & {"post", "put", "patch", "delete"} == set() and "get" in own
+    assert hasattr(backends.get, "__wrapped__")  # @web.authenticated (and @authorized)
 
 
 WRITE_AUDIT = textwrap.dedent("""

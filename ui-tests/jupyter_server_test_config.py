@@ -27,5 +27,5 @@ if (built / "package.json").exists():
     galata = [galata] if isinstance(galata, str) else list(galata)
     c.LabServerApp.extra_labextensions_path = [*galata, str(link_dir)]  # noqa: F821
 
-# the BokehJS route of this checkout's server extension (jupyter_ktune/server.py)
+# the BokehJS and backends routes of this checkout's server extension (jupyter_ktune/server.py)
 c.ServerApp.jpserver_extensions = {"jupyter_ktune": True}  # noqa: F821

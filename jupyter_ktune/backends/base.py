@@ -193,6 +193,11 @@ class BackendBase:
     compiler_controls: ClassVar[frozenset[str] | None] = None
     #: Whether the cell is Python source, so ``--from module:kernel`` can read it from a module.
     python_cells: ClassVar[bool] = True
+    #: The editor grammar of its cells, as a JupyterLab mime type: the labextension reads it
+    #: from the server (``GET ktune/backends``, :mod:`jupyter_ktune.server`), so a new backend's
+    #: cells are highlighted right without a TypeScript change. Declared, not derived from
+    #: ``python_cells``: a cell that is not Python may be any language JupyterLab knows.
+    editor_mime: ClassVar[str] = "text/x-ipython"
     #: Whether verification fills the outputs with a poison value before a run: off where
     #: outputs are returned, never written in place (Pallas: fresh JAX buffers it cannot
     #: pre-fill, so there a NaN is "never written, or written as NaN").

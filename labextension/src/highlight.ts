@@ -1,7 +1,12 @@
 /**
  * `%%kernel` highlighting: a code cell whose first line is `%%kernel ...`
- * gets the language of its backend (`kernelCell.ts`: CUDA C++ for `cuda`,
- * Python for `triton` and `pallas`) by setting the cell model's mime type.
+ * gets the language of its backend by setting the cell model's mime type.
+ * Which language that is, is the backend's own fact (`editor_mime` in the
+ * Python registry): the table is fetched once, at activation, from the server
+ * extension (`GET {baseUrl}ktune/backends`, `jupyter_ktune/server.py`), and
+ * applied to the open cells when it arrives. Until it arrives, and for good
+ * if the request fails (the server extension is not enabled, an older
+ * server), `%%kernel` cells keep the notebook's language.
  *
  * The notebook resets every code cell's mime type to the kernel language when
  * `language_info` changes (kernel start or change, reload), so each cell is
@@ -11,8 +16,16 @@
  * other extensions' choices are left alone.
  */
 import type { ICellModel } from '@jupyterlab/cells';
+import { URLExt } from '@jupyterlab/coreutils';
 import type { INotebookTracker, Notebook, NotebookPanel } from '@jupyterlab/notebook';
-import { mimeFor } from './kernelCell';
+import { ServerConnection } from '@jupyterlab/services';
+import { GrammarTable, mimeFor, parseGrammarTable } from './kernelCell';
+
+/** The route of the server extension, under the server's base URL. */
+export const BACKENDS_PATH = 'ktune/backends';
+
+/** The backends' grammars; null until the server answers (or if it never does). */
+let grammars: GrammarTable | null = null;
 
 /** The mime each watched cell model was given by us (absent: none). */
 const ours = new WeakMap<ICellModel, string>();
@@ -23,7 +36,7 @@ export function applyMime(model: ICellModel, notebookMime: string): void {
   if (model.type !== 'code') {
     return;
   }
-  const wanted = mimeFor(model.sharedModel.getSource());
+  const wanted = mimeFor(model.sharedModel.getSource(), grammars);
   if (wanted !== null) {
     ours.set(model, wanted);
     if (model.mimeType !== wanted) {
@@ -74,8 +87,47 @@ function watchPanel(panel: NotebookPanel): void {
   notebook.modelChanged.connect(() => watchModel(notebook));
 }
 
-/** Watch every notebook the tracker knows, now and later. */
-export function activateHighlighting(tracker: INotebookTracker): void {
+/** The table from the server, or null (said in the console) when there is none. */
+export async function fetchGrammars(
+  settings: ServerConnection.ISettings
+): Promise<GrammarTable | null> {
+  const url = URLExt.join(settings.baseUrl, BACKENDS_PATH);
+  const kept = "%%kernel cells keep the notebook's language";
+  try {
+    const response = await ServerConnection.makeRequest(url, {}, settings);
+    if (!response.ok) {
+      console.warn(`jupyter-ktune: ${url} answered ${response.status}; ${kept}`);
+      return null;
+    }
+    return parseGrammarTable(await response.json());
+  } catch (reason) {
+    console.warn(`jupyter-ktune: ${url} failed (${reason}); ${kept}`);
+    return null;
+  }
+}
+
+/** Give every open notebook's cells the mime their source asks for, now. */
+function applyAll(tracker: INotebookTracker): void {
+  tracker.forEach(panel => {
+    const notebook = panel.content;
+    for (const cell of notebook.model?.cells ?? []) {
+      applyMime(cell, notebook.codeMimetype);
+    }
+  });
+}
+
+/**
+ * Watch every notebook the tracker knows, now and later, and fetch the
+ * backends' grammars once; the open cells get theirs when the table arrives.
+ */
+export async function activateHighlighting(
+  tracker: INotebookTracker,
+  settings: ServerConnection.ISettings
+): Promise<void> {
   tracker.forEach(watchPanel);
   tracker.widgetAdded.connect((_, panel) => watchPanel(panel));
+  grammars = await fetchGrammars(settings);
+  if (grammars !== null) {
+    applyAll(tracker);
+  }
 }

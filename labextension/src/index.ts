@@ -14,12 +14,13 @@ import { registerPanelRenderer } from './panel';
 
 const highlight: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-ktune:highlight',
-  description: 'Highlights %%kernel cells as CUDA C++ or Python, by backend.',
+  description: "Highlights %%kernel cells in their backend's language (the server's table).",
   autoStart: true,
   requires: [INotebookTracker],
-  activate: async (_app: JupyterFrontEnd, tracker: INotebookTracker): Promise<void> => {
+  activate: async (app: JupyterFrontEnd, tracker: INotebookTracker): Promise<void> => {
     const { activateHighlighting } = await import('./highlight');
-    activateHighlighting(tracker);
+    // not awaited: the plugin is active while the table is on its way
+    void activateHighlighting(tracker, app.serviceManager.serverSettings);
   }
 };
 

@@ -5,26 +5,21 @@
  * (`highlight.ts`) calls `mimeFor` on every edit of a cell's first line.
  *
  * The backend comes from the magic line's `--backend NAME`, `--backend=NAME`
- * or `-b NAME` flag and defaults to `cuda`, as in `jupyter_ktune/spec.py`.
- * CUDA cells are CUDA C++ and get JupyterLab's C++ grammar; Triton and
- * Pallas cells are Python. Any other backend name (a typo the magic will
- * reject) leaves the cell to the notebook's own language.
+ * or `-b NAME` flag, else the table's default (as in `jupyter_ktune/spec.py`).
+ * Each backend's grammar is data, not code here: the table comes from the
+ * server (`GET ktune/backends`, built from the Python backend registry, each
+ * backend's `editor_mime`), so a new backend needs no change in this file.
+ * A backend name the table lacks (a typo the magic will reject, or a backend
+ * that failed to load) leaves the cell to the notebook's own language.
  */
 
-/** The mime type of JupyterLab's built-in C++ language (`@codemirror/lang-cpp`). */
-export const CPP_MIME = 'text/x-c++src';
-
-/** The mime type of JupyterLab's IPython language. */
-export const PYTHON_MIME = 'text/x-ipython';
-
-/** The backend a `%%kernel` cell uses when its magic line names none. */
-export const DEFAULT_BACKEND = 'cuda';
-
-const LANGUAGE_OF_BACKEND: Record<string, string> = {
-  cuda: CPP_MIME,
-  triton: PYTHON_MIME,
-  pallas: PYTHON_MIME
-};
+/** The backends' editor grammars, as `GET ktune/backends` answers. */
+export interface GrammarTable {
+  /** The backend of a cell whose magic line names none. */
+  default: string;
+  /** Backend name -> the mime type of its cells' JupyterLab language. */
+  backends: Record<string, string>;
+}
 
 const MAGIC = /^%%kernel(?:[ \t]|$)/;
 
@@ -34,17 +29,17 @@ export function isKernelCell(source: string): boolean {
 }
 
 /**
- * The backend named on the first line of a `%%kernel` cell, or null when the
- * source is not a `%%kernel` cell.
+ * The backend named on the first line of a `%%kernel` cell (`defaultBackend`
+ * when it names none), or null when the source is not a `%%kernel` cell.
  */
-export function backendOf(source: string): string | null {
+export function backendOf(source: string, defaultBackend: string): string | null {
   if (!isKernelCell(source)) {
     return null;
   }
   const newline = source.indexOf('\n');
   const first = newline < 0 ? source : source.slice(0, newline);
   const words = first.trim().split(/\s+/).slice(1);
-  let backend = DEFAULT_BACKEND;
+  let backend = defaultBackend;
   for (let i = 0; i < words.length; i++) {
     const word = words[i];
     if (word === '--backend' || word === '-b') {
@@ -58,13 +53,39 @@ export function backendOf(source: string): string | null {
 }
 
 /**
- * The editor mime type for a cell: C++ for a CUDA `%%kernel` cell, Python for
- * Triton and Pallas, null for anything else (the notebook's language applies).
+ * The editor mime type for a cell: its backend's grammar from `table` for a
+ * `%%kernel` cell, null for anything else, for a backend the table lacks, and
+ * while there is no table (the notebook's language applies).
  */
-export function mimeFor(source: string): string | null {
-  const backend = backendOf(source);
-  if (backend === null) {
+export function mimeFor(source: string, table: GrammarTable | null): string | null {
+  if (table === null) {
     return null;
   }
-  return LANGUAGE_OF_BACKEND[backend] ?? null;
+  const backend = backendOf(source, table.default);
+  if (backend === null || !Object.prototype.hasOwnProperty.call(table.backends, backend)) {
+    return null;
+  }
+  return table.backends[backend];
+}
+
+/**
+ * The table from the server's JSON, or null when it is not one (an older or
+ * foreign server): its string entries only, so a bad entry cannot reach a
+ * cell model's mime type.
+ */
+export function parseGrammarTable(data: unknown): GrammarTable | null {
+  if (typeof data !== 'object' || data === null) {
+    return null;
+  }
+  const { default: fallback, backends } = data as Record<string, unknown>;
+  if (typeof fallback !== 'string' || typeof backends !== 'object' || backends === null) {
+    return null;
+  }
+  const grammars: Record<string, string> = {};
+  for (const [name, mime] of Object.entries(backends)) {
+    if (typeof mime === 'string' && mime) {
+      grammars[name] = mime;
+    }
+  }
+  return { default: fallback, backends: grammars };
 }

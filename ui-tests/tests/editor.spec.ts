@@ -33,6 +33,24 @@ async function cellIndex(page: IJupyterLabPageFixture, prefix: string): Promise<
   }, prefix);
 }
 
+/** Replace `from` by `to` in a cell's source through its model (the whole source is set). */
+async function replaceInCell(
+  page: IJupyterLabPageFixture,
+  index: number,
+  from: string,
+  to: string
+): Promise<void> {
+  await page.evaluate(
+    ([i, a, b]) => {
+      const app = (window as any).jupyterapp;
+      const model = app.shell.currentWidget.content.widgets[i].model;
+      const src = model.sharedModel.getSource() as string;
+      model.sharedModel.setSource(src.replace(a, b));
+    },
+    [index, from, to] as [number, string, string]
+  );
+}
+
 /** The computed colour of a token with this exact text, and of a theme variable. */
 async function tokenColour(
   page: IJupyterLabPageFixture,
@@ -207,12 +225,7 @@ test('fixture data: gutter, hover card, Triton highlighting, nothing drawn witho
 
   // replacing the whole source drops the marks (nothing piles up on line 1), and the
   // new first line re-highlights: cuda -> triton
-  await page.evaluate(() => {
-    const app = (window as any).jupyterapp;
-    const model = app.shell.currentWidget.content.widgets[1].model;
-    const src = model.sharedModel.getSource() as string;
-    model.sharedModel.setSource(src.replace('--backend cuda', '--backend triton'));
-  });
+  await replaceInCell(page, 1, '--backend cuda', '--backend triton');
   expect(await cellMime(page, 1)).toBe('text/x-ipython');
   await expect(markers).toHaveCount(0);
   await page.screenshot({ path: `${SHOTS}/fixture-after-kernel-change.png` });
@@ -334,3 +347,46 @@ test('Pin, a slider move, a breakdown of each: the gutter shows the per-line sta
 });
 
 void galata;
+
+/**
+ * The grammars are the server's table (`GET ktune/backends`), not a map in the labextension:
+ * served another table, the same cells follow it, a backend no TypeScript names included;
+ * with no table (the route fails), `%%kernel` cells keep the notebook's language. The route
+ * is answered by the browser here, before the page loads (the plugin asks once, at activation).
+ */
+test.describe("the editor's grammars are the server's table", () => {
+  test.use({ autoGoto: false });
+  const backendsUrl = /\/ktune\/backends(\?|$)/; // ServerConnection may add a query (no cache)
+
+  async function openFixture(page: IJupyterLabPageFixture, tmpPath: string): Promise<void> {
+    await page.goto();
+    await page.contents.uploadDirectory(NOTEBOOKS, tmpPath);
+    await page.notebook.openByPath(`${tmpPath}/editor_fixture.ipynb`);
+    await page.notebook.activate('editor_fixture.ipynb');
+  }
+
+  test('another table: the cells follow it, a made-up backend included', async ({
+    page,
+    tmpPath
+  }) => {
+    const table = {
+      default: 'cuda',
+      backends: { cuda: 'text/x-csrc', triton: 'text/x-ipython', 'made-up': 'text/x-c++src' }
+    };
+    await page.route(backendsUrl, route => route.fulfill({ json: table }));
+    await openFixture(page, tmpPath);
+    expect(await cellMime(page, 1)).toBe('text/x-csrc'); // the table's, not C++
+    await replaceInCell(page, 2, '--backend triton', '--backend made-up');
+    expect(await cellMime(page, 2)).toBe('text/x-c++src');
+  });
+
+  test("no table: %%kernel cells keep the notebook's language", async ({ page, tmpPath }) => {
+    await page.route(backendsUrl, route => route.fulfill({ status: 404, body: '' }));
+    await openFixture(page, tmpPath);
+    const notebookMime = await page.evaluate(
+      () => (window as any).jupyterapp.shell.currentWidget.content.codeMimetype as string
+    );
+    expect(notebookMime).not.toBe('text/x-c++src');
+    expect(await cellMime(page, 1)).toBe(notebookMime);
+  });
+});

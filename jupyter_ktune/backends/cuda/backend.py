@@ -95,6 +95,7 @@ class CudaBackend(BackendBase):
     comment: ClassVar[str] = "//"
     cxx_directives: ClassVar[bool] = True
     python_cells: ClassVar[bool] = False
+    editor_mime: ClassVar[str] = "text/x-c++src"  # JupyterLab's C++ grammar (lang-cpp)
     language: ClassVar[str] = "CUDA C++"
     compiler_controls: ClassVar[frozenset[str] | None] = frozenset({"name_prefix", "nvcc_flags",
                                                              "maxnreg"})

@@ -1,32 +1,80 @@
-import { backendOf, CPP_MIME, isKernelCell, mimeFor, PYTHON_MIME } from '../kernelCell';
+import {
+  backendOf,
+  GrammarTable,
+  isKernelCell,
+  mimeFor,
+  parseGrammarTable
+} from '../kernelCell';
+
+const CPP_MIME = 'text/x-c++src';
+const PYTHON_MIME = 'text/x-ipython';
+
+/** The built-ins' table as `GET ktune/backends` answers it. */
+const BUILT_IN: GrammarTable = {
+  default: 'cuda',
+  backends: { cuda: CPP_MIME, triton: PYTHON_MIME, pallas: PYTHON_MIME }
+};
 
 describe('mimeFor', () => {
   it('highlights a cuda cell as C++ (the default backend)', () => {
-    expect(mimeFor('%%kernel scale --inputs inputs\n__global__ void f() {}')).toBe(CPP_MIME);
-    expect(mimeFor('%%kernel scale --backend cuda\n')).toBe(CPP_MIME);
-    expect(mimeFor('%%kernel')).toBe(CPP_MIME);
+    expect(mimeFor('%%kernel scale --inputs inputs\n__global__ void f() {}', BUILT_IN)).toBe(
+      CPP_MIME
+    );
+    expect(mimeFor('%%kernel scale --backend cuda\n', BUILT_IN)).toBe(CPP_MIME);
+    expect(mimeFor('%%kernel', BUILT_IN)).toBe(CPP_MIME);
   });
 
   it('highlights triton and pallas cells as Python', () => {
-    expect(mimeFor('%%kernel add --backend triton\n@triton.jit\ndef add(): pass')).toBe(
-      PYTHON_MIME
-    );
-    expect(mimeFor('%%kernel add --backend=pallas --out y')).toBe(PYTHON_MIME);
-    expect(mimeFor('%%kernel add -b triton')).toBe(PYTHON_MIME);
+    const add = '%%kernel add --backend triton\n@triton.jit\ndef add(): pass';
+    expect(mimeFor(add, BUILT_IN)).toBe(PYTHON_MIME);
+    expect(mimeFor('%%kernel add --backend=pallas --out y', BUILT_IN)).toBe(PYTHON_MIME);
+    expect(mimeFor('%%kernel add -b triton', BUILT_IN)).toBe(PYTHON_MIME);
   });
 
   it('leaves other cells to the notebook', () => {
-    expect(mimeFor('print(1)')).toBeNull();
-    expect(mimeFor('%%kernels x')).toBeNull();
-    expect(mimeFor(' %%kernel x')).toBeNull();
-    expect(mimeFor('x = 1\n%%kernel x')).toBeNull();
-    expect(mimeFor('%%kernel x --backend fortran')).toBeNull();
+    expect(mimeFor('print(1)', BUILT_IN)).toBeNull();
+    expect(mimeFor('%%kernels x', BUILT_IN)).toBeNull();
+    expect(mimeFor(' %%kernel x', BUILT_IN)).toBeNull();
+    expect(mimeFor('x = 1\n%%kernel x', BUILT_IN)).toBeNull();
+    expect(mimeFor('%%kernel x --backend fortran', BUILT_IN)).toBeNull();
+    expect(mimeFor('%%kernel x --backend toString', BUILT_IN)).toBeNull(); // not Object's
+  });
+
+  it('leaves every cell to the notebook while there is no table', () => {
+    expect(mimeFor('%%kernel scale', null)).toBeNull();
+    expect(mimeFor('%%kernel add --backend triton', null)).toBeNull();
+  });
+
+  it('takes a new backend and a new default from the table alone', () => {
+    const table: GrammarTable = {
+      default: 'zig',
+      backends: { ...BUILT_IN.backends, zig: 'text/x-zig', mojo: PYTHON_MIME }
+    };
+    expect(mimeFor('%%kernel k --backend mojo\ndef k(): pass', table)).toBe(PYTHON_MIME);
+    expect(mimeFor('%%kernel k', table)).toBe('text/x-zig');
+    expect(mimeFor('%%kernel k -b cuda', table)).toBe(CPP_MIME);
+    expect(mimeFor('%%kernel k --backend mojo', BUILT_IN)).toBeNull();
   });
 
   it('reads only the first line, and the last --backend wins as in argparse', () => {
-    expect(mimeFor('%%kernel x\n# --backend triton')).toBe(CPP_MIME);
-    expect(backendOf('%%kernel x --backend triton --backend cuda')).toBe('cuda');
-    expect(backendOf("%%kernel x --backend 'triton'")).toBe('triton');
+    expect(mimeFor('%%kernel x\n# --backend triton', BUILT_IN)).toBe(CPP_MIME);
+    expect(backendOf('%%kernel x --backend triton --backend cuda', 'cuda')).toBe('cuda');
+    expect(backendOf("%%kernel x --backend 'triton'", 'cuda')).toBe('triton');
+    expect(backendOf('%%kernel x', 'zig')).toBe('zig');
     expect(isKernelCell('%%kernel\tx')).toBe(true);
+  });
+});
+
+describe('parseGrammarTable', () => {
+  it('keeps the string entries of the server answer', () => {
+    const answer = { default: 'cuda', backends: { cuda: CPP_MIME, bad: 3, no: '' } };
+    expect(parseGrammarTable(answer)).toEqual({ default: 'cuda', backends: { cuda: CPP_MIME } });
+  });
+
+  it('refuses what is not a table', () => {
+    expect(parseGrammarTable(null)).toBeNull();
+    expect(parseGrammarTable('cuda')).toBeNull();
+    expect(parseGrammarTable({ backends: {} })).toBeNull();
+    expect(parseGrammarTable({ default: 'cuda', backends: null })).toBeNull();
   });
 });
