@@ -94,6 +94,27 @@ def scratch_working_directory(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True)
+def no_pool_marks_left():
+    """Fail the test that leaves this process marked a compile-pool process. A pool task run
+    in the test process (``runners.precompile``) sets these; left set, every later static
+    report in the same xdist worker skipped its SASS mix and 16 unrelated tests failed."""
+    from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV
+    from jupyter_ktune.measure.static import SWEEP_STATIC_ENV
+
+    names = (COMPILE_ONLY_ENV, SWEEP_STATIC_ENV, LAUNCHER_AHEAD_ENV)
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    left = {name: os.environ.get(name) for name in names if os.environ.get(name) != before[name]}
+    for name in left:  # put back, so only this test fails
+        if before[name] is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before[name]
+    assert not left, (f"the test left {left} in os.environ: this process now acts as a "
+                      "compile-pool process (use monkeypatch.setenv around pool tasks)")
+
+
 @pytest.fixture(scope="module")
 def triton_interpreter():
     """Set ``KTUNE_FORCE_INTERPRET=1`` for one module's tests, restored when the module ends.
