@@ -169,6 +169,9 @@ def notebook_side(name: str, sweep: bool) -> dict:
                    winner=dict(best.config) if best else None,
                    winner_ms=best.median_ms if best else None,
                    sweep_timeline=report.info.get("timeline"),
+                   # compiles sent when the cell ran (tuning.compile_ahead) and the pool's share
+                   compiled_ahead=report.info.get("compiled_ahead"),
+                   pool_compiles=report.info.get("pool_compiles"),
                    fresh_total_s=since_spawn())
     return row
 

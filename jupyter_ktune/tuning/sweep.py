@@ -30,7 +30,7 @@ from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.client import DeviceWorker
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.tuning import main_guard, search, warm
+from jupyter_ktune.tuning import compile_ahead, main_guard, search, warm
 from jupyter_ktune.tuning.compile_order import compile_first
 from jupyter_ktune.tuning.pool import pool_summary, shared_pool, unpack_precompiled
 from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
@@ -131,6 +131,7 @@ class Sweep:
         self._ahead: cf.Future | None = None  # the task building it, until its result is read
         self._hints: cf.Future | None = None  # runners.pool_hints, read by one pool process
         self._prepared: cf.Future | None = None  # the first input set and reference, drawn
+        self._taken = 0  # compiles sent when the cell ran (compile_ahead), taken by the sweep
 
     def stop(self) -> None:
         """Ask the sweep to stop after the results in flight; the report says it stopped."""
@@ -161,6 +162,7 @@ class Sweep:
                 if get_backend(self.spec.backend).shares_pool_hints:  # Triton's types
                     self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
+                compile_ahead.settle(pool, self.spec)  # another cell's: not ahead of ours
             device = runner.device(self.spec.backend)
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
@@ -203,6 +205,7 @@ class Sweep:
                 info={"store": str(store.path), "device_slots": runner.slots,
                       "compile_workers": pool_size, "prepare_ms": prepared,
                       "pool_compiles": pool_summary(self._compiled),
+                      "compiled_ahead": self._taken,
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
                       "launcher_ahead": self.launcher, "host_bound_retaken": retaken,
                       "precompiled": precompiled(self.spec.backend) or "nothing"})
@@ -266,7 +269,9 @@ class Sweep:
                                                           cloudpickle.dumps((spec, c)))
                         ahead_config = c
                     hints = hints or read_hints(self._hints)  # read by one pool process
-                    compiling[pool.submit(precompile, cloudpickle.dumps(
+                    taken = compile_ahead.take(pool, spec, c)  # sent when the cell ran
+                    self._taken += taken is not None
+                    compiling[taken or pool.submit(precompile, cloudpickle.dumps(
                         (spec, c, ahead is not None, hints)))] = c
                     self.timeline.mark("compile sent", c)
                 else:

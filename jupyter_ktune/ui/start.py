@@ -37,6 +37,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import cold_phases, take_cold
     from jupyter_ktune.session import TuningSession
+    from jupyter_ktune.tuning import compile_ahead
     from jupyter_ktune.tuning.pool_warm import warm_pool
     from jupyter_ktune.ui.app import KernelPanel
 
@@ -51,8 +52,9 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # imports, the cell's module), then what this panel's device question waited for
     cold = _added(take_cold(worker, spec),
                   cold_phases(worker, waits, time.perf_counter() - t0, spec.backend))
-    warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
+    pool = warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
+    compile_ahead.send_soon(pool, spec, limits)  # and compiles the configs Autotune will sweep
     key = spec.name if replaces is None else replaces
     old = _live.pop(key, None)
     if old is not None:

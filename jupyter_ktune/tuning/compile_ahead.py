@@ -1,0 +1,156 @@
+"""Compile a cell's configs in the compile pool's idle time, before Autotune is pressed.
+
+Once a cell runs, its panel's pool (:mod:`.pool_warm`) sits idle until the press, and the press
+then waits for compiles whose inputs were all known when the cell ran: the kernel, its argument
+types and the configs of its space. In the notebook's order on the H200 (cell, then Autotune)
+fla's softmax spent 0.30-0.55 s of its 6-config sweep waiting for the pool's first compiles,
+and the 30-config activation lists waited for their slowest compile, ptxas 9-18 s for one
+config (bench/results/corpus_vs_autotune/2026-12-01-1046, 2026-12-04-2007). Here the panel
+sends those compiles when its cell first runs (:func:`send`), and the sweep takes each one
+(:func:`take`) instead of sending it again; one not back yet is simply waited for, as a
+compile the sweep sent itself would be.
+
+Only a space the default Autotune sweeps whole is compiled ahead: at most :data:`AHEAD_UP_TO`
+valid configs, the panel's default budget, so every compile sent is one the press uses. A
+larger space is searched, and which of its configs a search asks for is not known before it
+runs. The pool runs these at a lower CPU priority than the device worker (``pool.POOL_NICENESS``),
+and a cell run again, or a sweep of another kernel, cancels those still queued (:func:`settle`):
+the last cell run has the pool's idle time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import cloudpickle
+
+from jupyter_ktune.problem_key import inputs_key
+from jupyter_ktune.space import Config
+from jupyter_ktune.spec import KernelSpec
+
+#: The most valid configs a space may have to be compiled ahead: the Autotune box's default
+#: budget (``ui.autotune``: ``min(n, 64)``), so a press with the defaults sweeps them all.
+AHEAD_UP_TO = 64
+AHEAD_ENV = "KTUNE_COMPILE_AHEAD"  # "0": compile nothing ahead
+
+_lock = threading.Lock()
+TAKEN: Any = cf.Future()  # in place of a compile a sweep took (:func:`take`)
+TAKEN.cancel()
+#: pool -> (the compile identity of the cell whose configs it compiles, config -> future); weak,
+#: so a pool shut down and replaced (``pool.shared_pool``) takes its futures with it
+_sent: weakref.WeakKeyDictionary[Any, tuple[tuple, dict[Config, cf.Future]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def compile_identity(spec: KernelSpec) -> tuple:
+    """What a config's compile reads besides the config: the source and launch geometry
+    (``source_hash``), the inputs function (the argument types), the target, the declared
+    types and tensor-descriptor blocks. Two specs alike in these compile a config alike: the
+    sweep's spec is the panel's, so its compiles are taken; an edited cell is another."""
+    return (spec.backend, spec.source_hash, inputs_key(spec.inputs), spec.options.arch,
+            repr(sorted(spec.types.items())), repr(sorted(spec.block_shapes.items())),
+            repr(sorted(spec.output_shapes.items())), spec.symbol_prefix)
+
+
+def configs_ahead(spec: KernelSpec, limits: Mapping[str, Any] | None = None) -> list[Config]:
+    """The configs to compile ahead, in the order an exhaustive sweep hands them to the pool
+    (``compile_order``: the costliest first, interleaved with the cheapest); none for a space
+    of more than :data:`AHEAD_UP_TO` valid configs."""
+    from jupyter_ktune.tuning.compile_order import compile_first
+    from jupyter_ktune.tuning.search import LIST_UP_TO, make_strategy
+
+    if spec.space.size > LIST_UP_TO:  # walked lazily by every strategy, never listed
+        return []
+    strategy = make_strategy("exhaustive", spec.space, limits)
+    valid = list(strategy.valid)
+    if not valid or len(valid) > AHEAD_UP_TO:
+        return []
+    return compile_first(spec.backend, valid) or valid
+
+
+def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
+         limits: Mapping[str, Any] | None = None, hints: Any = None) -> int:
+    """Send the compiles of ``spec``'s configs (:func:`configs_ahead`) to ``pool`` now;
+    returns how many were sent. Those already sent for the same compile identity are not sent
+    again; those of another cell still queued are cancelled. ``hints`` are the argument types
+    read by one pool process, where already known (``pool_warm.read_hints``); without them each
+    process reads its own, as a sweep's compile sent before they are known does."""
+    from jupyter_ktune.tuning.runners import precompile
+
+    identity = compile_identity(spec)
+    configs = configs_ahead(spec, limits)
+    with _lock:
+        held = _sent.get(pool)
+        if held is None or held[0] != identity:
+            _cancel(held)
+            held = _sent[pool] = (identity, {})
+        futures, sent = held[1], 0
+        for c in configs:
+            f = futures.get(c)
+            if f is TAKEN or f is not None and not (f.cancelled() or (f.done() and f.exception())):
+                continue
+            # ahead=False: the compile builds the launcher too (Triton's cache holds it after
+            # the cell's first run, so this is a cache hit), no sweep's launcher task to wait on
+            futures[c] = pool.submit(precompile, cloudpickle.dumps((spec, c, False, hints)))
+            sent += 1
+    return sent
+
+
+def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
+              limits: Mapping[str, Any] | None = None, hints: Any = None) -> None:
+    """:func:`send` on a thread of its own: listing a space's valid configs takes up to 0.2 s
+    (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Off with
+    ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to keep the CPUs for something else)."""
+    if pool is None or os.environ.get(AHEAD_ENV, "1") == "0":
+        return
+
+    def go() -> None:
+        try:
+            send(pool, spec, limits, hints)
+        except Exception:  # noqa: BLE001 - a head start only: the sweep compiles as before
+            logging.getLogger(__name__).debug("no compiles sent ahead", exc_info=True)
+
+    threading.Thread(target=go, name="ktune-compile-ahead", daemon=True).start()
+
+
+def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
+    """The compile of ``config`` sent ahead for ``spec`` on ``pool``, once (the sweep that
+    takes it owns it); None where none was sent, or it was cancelled or failed to run (the
+    sweep then sends its own)."""
+    with _lock:
+        held = _sent.get(pool)
+        if held is None or held[0] != compile_identity(spec):
+            return None
+        f = held[1].get(config)
+        if f is not None:
+            held[1][config] = TAKEN  # the cell run again unedited does not send it again
+    if f is None or f.cancelled() or (f.done() and f.exception() is not None):
+        return None
+    return f
+
+
+def settle(pool: Any, spec: KernelSpec) -> None:
+    """Before a sweep of ``spec`` on ``pool``: cancel the compiles still queued for another
+    cell, which would otherwise hold the pool's processes ahead of this sweep's own."""
+    with _lock:
+        held = _sent.get(pool)
+        if held is not None and held[0] != compile_identity(spec):
+            _cancel(_sent.pop(pool))
+
+
+def pending(pool: Any) -> int:
+    """How many compiles sent ahead on ``pool`` are not back yet (for tests and the bench)."""
+    with _lock:
+        held = _sent.get(pool)
+        return 0 if held is None else sum(not f.done() for f in held[1].values())  # TAKEN: done
+
+
+def _cancel(held: tuple[tuple, dict[Config, cf.Future]] | None) -> None:
+    for f in (held[1].values() if held is not None else ()):
+        f.cancel()  # a queued one; one already compiling finishes and is dropped
