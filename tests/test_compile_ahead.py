@@ -53,8 +53,8 @@ def test_an_edited_cell_cancels_the_compiles_still_queued_for_the_old_one(tmp_pa
     assert all(f.cancelled() for f in pool.sent[:16]) and not any(
         f.cancelled() for f in pool.sent[16:])
     c = Config({"BLOCK": 1, "VEC": 1})
-    assert compile_ahead.take(pool, old, c) is None  # another source: compiled otherwise
-    compile_ahead.settle(pool, old)  # a sweep of the old cell: the new one's wait behind it
+    # a sweep of the old cell (another panel): the new one's compiles would queue before its own
+    assert compile_ahead.take(pool, old, c) is None
     assert all(f.cancelled() for f in pool.sent[16:])
     assert compile_ahead.take(pool, new, c) is None
 

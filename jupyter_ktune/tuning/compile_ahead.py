@@ -14,7 +14,7 @@ Only a space the default Autotune sweeps whole is compiled ahead: at most :data:
 valid configs, the panel's default budget, so every compile sent is one the press uses. A
 larger space is searched, and which of its configs a search asks for is not known before it
 runs. The pool runs these at a lower CPU priority than the device worker (``pool.POOL_NICENESS``),
-and a cell run again, or a sweep of another kernel, cancels those still queued (:func:`settle`):
+and a cell run again, or a sweep of another kernel, cancels those still queued (:func:`take`):
 the last cell run has the pool's idle time.
 """
 
@@ -122,9 +122,13 @@ def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
 def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
     """The compile of ``config`` sent ahead for ``spec`` on ``pool``, once (the sweep that
     takes it owns it); None where none was sent, or it was cancelled or failed to run (the
-    sweep then sends its own)."""
+    sweep then sends its own). A sweep of another cell cancels the compiles still queued for
+    the one sent ahead at its first call, before it sends its own: they would hold the pool's
+    processes ahead of them."""
     with _lock:
         held = _sent.get(pool)
+        if held is not None and held[0] != compile_identity(spec):
+            _cancel(_sent.pop(pool))  # another cell's, queued ahead of this sweep's compiles
         if held is None or held[0] != compile_identity(spec):
             return None
         f = held[1].get(config)
@@ -133,15 +137,6 @@ def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
     if f is None or f.cancelled() or (f.done() and f.exception() is not None):
         return None
     return f
-
-
-def settle(pool: Any, spec: KernelSpec) -> None:
-    """Before a sweep of ``spec`` on ``pool``: cancel the compiles still queued for another
-    cell, which would otherwise hold the pool's processes ahead of this sweep's own."""
-    with _lock:
-        held = _sent.get(pool)
-        if held is not None and held[0] != compile_identity(spec):
-            _cancel(_sent.pop(pool))
 
 
 def pending(pool: Any) -> int:

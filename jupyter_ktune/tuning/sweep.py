@@ -162,7 +162,6 @@ class Sweep:
                 if get_backend(self.spec.backend).shares_pool_hints:  # Triton's types
                     self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
-                compile_ahead.settle(pool, self.spec)  # another cell's: not ahead of ours
             device = runner.device(self.spec.backend)
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
@@ -204,8 +203,7 @@ class Sweep:
                 stopped=self.stopped, valid_configs=n_valid, warm=moved,
                 info={"store": str(store.path), "device_slots": runner.slots,
                       "compile_workers": pool_size, "prepare_ms": prepared,
-                      "pool_compiles": pool_summary(self._compiled),
-                      "compiled_ahead": self._taken,
+                      "pool_compiles": pool_summary(self._compiled), "compiled_ahead": self._taken,
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
                       "launcher_ahead": self.launcher, "host_bound_retaken": retaken,
                       "precompiled": precompiled(self.spec.backend) or "nothing"})
@@ -248,7 +246,6 @@ class Sweep:
         # a worker that can launch without it (Triton 3.6: direct_launch) is not held for it
         quick_capable = builds_launcher and backend.quick_launch()
         ahead_config: Config | None = None
-        hints: Any = None  # what every compile shares (runners.pool_hints), once it is read
         while not self.stopped:
             while (asked < total and not starved
                    and len(compiling) + len(ready) + len(running) < lookahead):
@@ -268,11 +265,10 @@ class Sweep:
                         ahead = self._ahead = pool.submit(launcher_ahead,
                                                           cloudpickle.dumps((spec, c)))
                         ahead_config = c
-                    hints = hints or read_hints(self._hints)  # read by one pool process
                     taken = compile_ahead.take(pool, spec, c)  # sent when the cell ran
-                    self._taken += taken is not None
+                    self._taken += taken is not None  # hints: read by one pool process
                     compiling[taken or pool.submit(precompile, cloudpickle.dumps(
-                        (spec, c, ahead is not None, hints)))] = c
+                        (spec, c, ahead is not None, read_hints(self._hints))))] = c
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))
