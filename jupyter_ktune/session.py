@@ -205,8 +205,7 @@ class TuningSession:
             # the require lines are checked once per request (a config they forbid comes back
             # "not allowed", never run): by the panel, whose outcome the worker takes, else by
             # the worker, where the inputs' values are (issue 34, 37)
-            result = self._sass_known(config, self.worker.run(self._asked, config,
-                                                              violations=violations))
+            result = self._sass_known(config, self._run(config, violations))
             cold, self.cold_phases_ms = self.cold_phases_ms, {}
             if cold:
                 result = replace(result, phases_ms={**cold, **result.phases_ms})
@@ -219,6 +218,17 @@ class TuningSession:
             if result.static_pending or _sass_skipped(result):
                 self._late.append(ticket)
             self._notify(d)
+
+    def _run(self, config: Config, violations: list[str] | None) -> RunResult:
+        """The worker's run of ``config``; a request that raised (the worker's pipe closed under
+        it, as when a closing session abandons it) is one crashed result, not the end of the
+        session thread, which would leave the panel's later requests unanswered."""
+        try:
+            return self.worker.run(self._asked, config, violations=violations)
+        except Exception as exc:  # noqa: BLE001 - reported on the result, the session goes on
+            return RunResult(name=self.spec.name, backend=self.spec.backend, config=dict(config),
+                             status=Status.CRASHED, reason=f"[ktune] the device worker's request "
+                             f"failed ({type(exc).__name__}: {exc}); run it again")
 
     def _notify(self, d: Delivery) -> None:
         result = d.result
@@ -300,6 +310,8 @@ class TuningSession:
                 self._cv.release()
                 try:
                     self.worker.compile(self._asked, n)
+                except Exception:  # noqa: BLE001 - a head start only: a request reports it
+                    self.prefetch = False  # the worker is failing or gone: stop guessing
                 finally:
                     self._cv.acquire()
                 return True

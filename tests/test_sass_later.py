@@ -122,3 +122,49 @@ def test_the_run_is_delivered_before_its_disassembly():
         assert worker.calls == ["with_sass"]
     finally:
         session.close()
+
+
+class _BrokenPipe(_SlowDisassembly):
+    """A stand-in worker whose pipe breaks under a prefetch compile and under one run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.runs = 0
+
+    def run(self, spec, config, timeout=None, violations=None):
+        self.runs += 1
+        if self.runs == 1:
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().run(spec, config, timeout, violations)
+
+    def compile(self, spec, config, timeout=None):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_request_that_raises_costs_one_result_not_the_session():
+    """A closed pipe under a panel's request (seen in CI: a closing session's abandon killed the
+    worker under a prefetch compile) ended the session thread with a traceback, and every later
+    slider move of that panel went unanswered."""
+    spec = parse_cell(LINE, SRC, NS)
+    worker = _BrokenPipe()
+    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=True)
+    config = spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+    try:
+        session.request(dict(config))
+        assert session.wait_idle(10)
+        crashed = session.history[-1].result
+        assert crashed.status is Status.CRASHED and "BrokenPipeError" in crashed.reason
+        session.request(dict(config))  # after a prefetch compile raised too
+        assert session.wait_idle(10) and session.history[-1].result.status is Status.OK
+        import time
+
+        deadline = time.monotonic() + 10  # the idle session prefetches a neighbour: it raises
+        while session.prefetch and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not session.prefetch
+        session.request(dict(spec.space.config({"BLOCK": 4, "SWIZZLE": "64B"})))
+        assert session.wait_idle(10) and session.history[-1].result.status is Status.OK
+        assert session._thread.is_alive()
+    finally:
+        session.close()
