@@ -109,7 +109,7 @@ def test_the_panel_sends_them_once_its_limits_are_known(monkeypatch):
     calls: list = []
     done = threading.Event()
 
-    def send(pool, spec, limits=None, hints=None):
+    def send(pool, spec, limits=None):
         calls.append((pool, limits, threading.current_thread().name))
         done.set()
 

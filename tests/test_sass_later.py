@@ -97,13 +97,18 @@ class _SlowDisassembly:
         return False
 
 
+def _session(worker, prefetch: bool):
+    """The test cell's session on a stand-in ``worker``, and the config both tests ask for."""
+    spec = parse_cell(LINE, SRC, NS)
+    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=prefetch)
+    return spec, session, spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+
+
 def test_the_run_is_delivered_before_its_disassembly():
     """After a sweep the winner's run waited about a second for its SASS mix (issue 33): the run
     now goes out at once and the mix follows as a late delivery of the same request."""
-    spec = parse_cell(LINE, SRC, NS)
     worker = _SlowDisassembly()
-    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
-    config = spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+    _spec, session, config = _session(worker, prefetch=False)
     try:
         session.request(dict(config))
         assert session.wait_idle(10)  # delivered while the disassembly is held
@@ -146,10 +151,7 @@ def test_a_request_that_raises_costs_one_result_not_the_session():
     """A closed pipe under a panel's request (seen in CI: a closing session's abandon killed the
     worker under a prefetch compile) ended the session thread with a traceback, and every later
     slider move of that panel went unanswered."""
-    spec = parse_cell(LINE, SRC, NS)
-    worker = _BrokenPipe()
-    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=True)
-    config = spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
+    spec, session, config = _session(_BrokenPipe(), prefetch=True)
     try:
         session.request(dict(config))
         assert session.wait_idle(10)

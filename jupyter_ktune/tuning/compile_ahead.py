@@ -75,12 +75,12 @@ def configs_ahead(spec: KernelSpec, limits: Mapping[str, Any] | None = None) -> 
 
 
 def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
-         limits: Mapping[str, Any] | None = None, hints: Any = None) -> int:
+         limits: Mapping[str, Any] | None = None) -> int:
     """Send the compiles of ``spec``'s configs (:func:`configs_ahead`) to ``pool`` now;
     returns how many were sent. Those already sent for the same compile identity are not sent
-    again; those of another cell still queued are cancelled. ``hints`` are the argument types
-    read by one pool process, where already known (``pool_warm.read_hints``); without them each
-    process reads its own, as a sweep's compile sent before they are known does."""
+    again; those of another cell still queued are cancelled. They go without the argument types
+    (``pool_warm.hints_for``, rarely back this early): each process reads its own, as a sweep's
+    compile sent before the hints are back does."""
     from jupyter_ktune.tuning.runners import precompile
 
     identity = compile_identity(spec)
@@ -97,13 +97,13 @@ def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
                 continue
             # ahead=False: the compile builds the launcher too (Triton's cache holds it after
             # the cell's first run, so this is a cache hit), no sweep's launcher task to wait on
-            futures[c] = pool.submit(precompile, cloudpickle.dumps((spec, c, False, hints)))
+            futures[c] = pool.submit(precompile, cloudpickle.dumps((spec, c, False, None)))
             sent += 1
     return sent
 
 
 def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
-              limits: Mapping[str, Any] | None = None, hints: Any = None) -> None:
+              limits: Mapping[str, Any] | None = None) -> None:
     """:func:`send` on a thread of its own: listing a space's valid configs takes up to 0.2 s
     (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Off with
     ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to keep the CPUs for something else)."""
@@ -112,7 +112,7 @@ def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
 
     def go() -> None:
         try:
-            send(pool, spec, limits, hints)
+            send(pool, spec, limits)
         except Exception:  # noqa: BLE001 - a head start only: the sweep compiles as before
             logging.getLogger(__name__).debug("no compiles sent ahead", exc_info=True)
 
@@ -125,11 +125,12 @@ def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
     sweep then sends its own). A sweep of another cell cancels the compiles still queued for
     the one sent ahead at its first call, before it sends its own: they would hold the pool's
     processes ahead of them."""
+    identity = compile_identity(spec)
     with _lock:
         held = _sent.get(pool)
-        if held is not None and held[0] != compile_identity(spec):
+        if held is not None and held[0] != identity:
             _cancel(_sent.pop(pool))  # another cell's, queued ahead of this sweep's compiles
-        if held is None or held[0] != compile_identity(spec):
+        if held is None or held[0] != identity:
             return None
         f = held[1].get(config)
         if f is not None:
@@ -140,7 +141,7 @@ def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
 
 
 def pending(pool: Any) -> int:
-    """How many compiles sent ahead on ``pool`` are not back yet (for tests and the bench)."""
+    """How many compiles sent ahead on ``pool`` are not back yet."""
     with _lock:
         held = _sent.get(pool)
         return 0 if held is None else sum(not f.done() for f in held[1].values())  # TAKEN: done
