@@ -269,7 +269,7 @@ def autotune_side(name: str) -> dict:
 
     # the cell's inputs, reference and grid only: not ktune's reading of the autotune list
     # (a device worker's import of the package), no part of what an autotune user waits for
-    TritonBackend.expand = lambda self, spec, namespace: spec
+    TritonBackend.expand = lambda self, spec, namespace, describe=None: spec
     spec = _spec(name)
     ref = FLA_MATMUL if name == "fla-matmul" else cva.corpus_entries()[name].ref
     module, _, fn = ref.rpartition(":")
