@@ -164,7 +164,7 @@ def notebook_side(name: str, sweep: bool) -> dict:
         firsts = [setup + e.at_s for e in report.evaluations if e.result.ok]
         best = report.best
         row.update(sweep_wall_s=wall, sweep_first_ok_s=min(firsts) if firsts else None,
-                   sweep_setup_s=setup,
+                   sweep_setup_s=setup, sweep_setup_ms=report.info.get("setup_ms"),
                    sweep_configs=len(report.evaluations), sweep_counts=dict(report.counts),
                    winner=dict(best.config) if best else None,
                    winner_ms=best.median_ms if best else None,

@@ -5,11 +5,12 @@ thread serves requests; when several arrive while a variant is being timed, only
 served next (the others are dropped: a drag produces many), and a result that arrives for a
 request that is no longer the newest is delivered as *stale*: it may fill the history but never
 replaces what the panel shows as current. While idle the thread asks the worker to compile the
-current config's neighbours, so the next step of a drag finds its variant compiled, and fetches
-the static reports its results came without (an interpreter's run returns before its sm_90
-compile, ``RunOptions.static_later``) or the SASS mix a sweep's compile skipped, each delivered
-again as *late*: the run itself is never held for them (after a sweep the winner's run waited
-about a second for its disassembly, issue 33).
+current config's neighbours (those the compile pool has not been sent, :meth:`compiled_elsewhere`),
+so the next step of a drag finds its variant compiled, and fetches the static reports its
+results came without (an interpreter's run returns before its sm_90 compile,
+``RunOptions.static_later``) or disassembles the SASS mix a sweep's compile skipped, each
+delivered again as *late*: the run itself is never held for them (after a sweep the winner's
+run waited about a second for its disassembly, issue 33).
 
 No widgets here: the UI subscribes with a callback, tests drive it directly.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -131,6 +132,15 @@ class TuningSession:
         per move. ``limits`` are the worker's (``DeviceWorker.limits``: its device's and the
         inputs' values the lines name), so the outcome is the worker's own (issue 34, 37)."""
         return self.spec.space.violations(self.spec.space.config(values), self.limits)
+
+    def compiled_elsewhere(self, configs: Iterable[Config]) -> None:
+        """Never prefetch ``configs`` in the worker: the compile pool has them
+        (``tuning.compile_ahead``), and the worker's own compile of one (ptxas took 9-22 s for
+        one config of fla's activations, bench/results/corpus_vs_autotune/2026-12-05-1506)
+        held every request behind it, an Autotune pressed meanwhile too. A config the user
+        then moves to loads the pool's binary from the compile cache."""
+        with self._cv:
+            self._state.compiled.update(configs)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until no request is pending or being served (tests, benchmarks).
@@ -247,16 +257,18 @@ class TuningSession:
 
     def _with_sass(self, config: Config, result: RunResult) -> RunResult:
         """The result with the SASS mix its sweep-built static report skipped (``with_sass``,
-        in the worker, once per config): the config now runs alone, so its report is whole.
-        Called while idle, after the result went out without it (a *late* delivery)."""
+        once per config): the config now runs alone, so its report is whole. Called while idle,
+        after the result went out without it (a *late* delivery). The disassembler runs here,
+        on the session thread, from the cubin the report carries, not in the device worker: a
+        worker busy disassembling held an Autotune pressed meanwhile (issue 33)."""
         if not _sass_skipped(result):
             return result
         static = result.static
         filled = self._sass.get(config)
         if filled is None:
             try:
-                filled = self._sass[config] = self.worker.call(with_sass, static, timeout=180)
-            except KtuneError:
+                filled = self._sass[config] = with_sass(static)
+            except Exception:  # noqa: BLE001 - a detail of the report, never the run's failure
                 return result  # the report keeps its note; the run itself is fine
         return replace(result, static=filled)
 

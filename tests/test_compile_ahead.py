@@ -12,6 +12,7 @@ import concurrent.futures as cf
 from types import SimpleNamespace
 
 import pytest
+from test_sass_later import StandInWorker, stand_in_session
 from test_sweep_speed import LINE, SRC, counting_io
 
 from jupyter_ktune.api import parse_cell
@@ -104,24 +105,65 @@ def test_the_sweep_takes_the_compiles_sent_when_the_cell_ran(worker, tmp_path, m
 
 def test_the_panel_sends_them_once_its_limits_are_known(monkeypatch):
     """``ui.start.panel_for``: the pool warmed, then the compiles sent on a thread of their own
-    (listing a space takes up to 0.2 s, which the first result does not wait for)."""
+    (listing a space takes up to 0.2 s, which the first result does not wait for), and the
+    session told which configs the pool has."""
     import threading
 
     calls: list = []
+    told: list = []
     done = threading.Event()
+    listed = [Config({"VEC": 1}), Config({"VEC": 2})]
 
-    def send(pool, spec, limits=None):
-        calls.append((pool, limits, threading.current_thread().name))
-        done.set()
+    def send(pool, spec, limits=None, configs=None):
+        calls.append((pool, limits, configs, threading.current_thread().name))
 
+    monkeypatch.setattr(compile_ahead, "configs_ahead", lambda spec, limits: listed)
     monkeypatch.setattr(compile_ahead, "send", send)
     compile_ahead.send_soon(None, SimpleNamespace())  # no pool (no GPU here): nothing sent
-    compile_ahead.send_soon("pool", SimpleNamespace(), {"N": 1})
-    assert done.wait(10) and calls == [("pool", {"N": 1}, "ktune-compile-ahead")]
+    compile_ahead.send_soon("pool", SimpleNamespace(), {"N": 1},
+                            then=lambda configs: (told.append(configs), done.set()))
+    assert done.wait(10) and calls == [("pool", {"N": 1}, listed, "ktune-compile-ahead")]
+    assert told == [listed]
     import inspect
 
     from jupyter_ktune.ui import start
 
     body = inspect.getsource(start.panel_for)
     assert body.index("warm_pool(spec, device)") < body.index("worker.limits(spec)") \
-        < body.index("compile_ahead.send_soon(pool, spec, limits)") < body.index("panel.shown()")
+        < body.index("TuningSession(spec, worker, limits)") \
+        < body.index("compile_ahead.send_soon(pool, spec, limits, "
+                     "then=session.compiled_elsewhere)") < body.index("panel.shown()")
+
+
+class CompileCounting(StandInWorker):
+    """A stand-in worker that records the configs it is asked to prefetch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compiled: list[dict] = []
+
+    def compile(self, spec, config, timeout=None):
+        self.compiled.append(dict(config))
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_the_worker_does_not_prefetch_what_the_pool_compiles(elsewhere):
+    """The worker's prefetch of a neighbour held every request behind its compile (ptxas 9-22 s
+    for one config of fla's activations, bench/results/corpus_vs_autotune/2026-12-05-1506), an
+    Autotune pressed meanwhile too; the pool compiles those configs already."""
+    import time
+
+    worker = CompileCounting()
+    spec, session, config = stand_in_session(worker, prefetch=True)
+    try:
+        if elsewhere:
+            session.compiled_elsewhere(spec.space.neighbours(config, session.limits))
+        session.request(dict(config))
+        assert session.wait_idle(10)
+        time.sleep(0.5)  # the idle session prefetches what it may
+        if elsewhere:
+            assert worker.compiled == []
+        else:  # without the pool's compiles the neighbours are prefetched, as before
+            assert worker.compiled and all(c != dict(config) for c in worker.compiled)
+    finally:
+        session.close()

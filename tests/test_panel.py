@@ -114,6 +114,30 @@ def test_the_history_figure_holds_every_result_a_sweep_delivers(panel):
     assert panel.timing.hist.data["kind"].count("autotune sweep") == served >= 4
 
 
+def test_no_panel_prefetches_while_autotune_sweeps(panel, monkeypatch):
+    """A panel's neighbour compiles in the worker held an Autotune's requests behind them
+    (issue 33): the press quiets every panel's prefetch; the winner's run starts it again. The
+    report names what the press waited for before the sweep's clock started."""
+    from jupyter_ktune import session as session_module
+    from jupyter_ktune.tuning.sweep import Sweep
+
+    seen: list = []
+    run = Sweep.run
+
+    def recording_run(self):
+        seen.append(session_module._active[0])
+        return run(self)
+
+    monkeypatch.setattr(Sweep, "run", recording_run)
+    assert session_module._active[0] is panel.session  # its first request
+    report = panel.tune("exhaustive", budget=2)
+    assert seen == [None]
+    assert session_module._active[0] is panel.session  # the winner's run
+    setup = report.info["setup_ms"]
+    assert list(setup) == ["store and check", "compile pool", "device", "limits", "strategy"]
+    assert all(ms >= 0 for ms in setup.values())
+
+
 def test_swizzle_map_follows_the_swizzle_tunable(panel):
     panel.controls.widgets["SWIZZLE"].value = "128B"  # drawn from the controls, before a result
     assert "128B swizzle" in panel.swizzle.fig.title.text

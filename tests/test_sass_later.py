@@ -13,6 +13,7 @@ from pathlib import Path
 
 from test_panel import LINE, NS, SRC
 
+from jupyter_ktune import session as session_module
 from jupyter_ktune.api import parse_cell
 from jupyter_ktune.measure import sass
 from jupyter_ktune.measure.sass import SASS_SKIPPED, parse_sass, with_sass
@@ -73,22 +74,27 @@ def test_a_swept_config_run_alone_no_longer_says_not_disassembled(worker):
         session.close()
 
 
-class _SlowDisassembly:
+class StandInWorker:
     """A stand-in device worker: a run comes back at once with a sweep's report (SASS skipped);
-    the disassembly waits until the test lets it go."""
+    like the real one (``DeviceWorker.request``'s lock) it serves one request at a time."""
 
     def __init__(self) -> None:
-        self.release = threading.Event()
+        self.lock = threading.Lock()
         self.calls: list[str] = []
 
     def run(self, spec, config, timeout=None, violations=None):
-        return RunResult(name=spec.name, backend=spec.backend, config=dict(config),
-                         status=Status.OK, static=_swept_report())
+        with self.lock:
+            return RunResult(name=spec.name, backend=spec.backend, config=dict(config),
+                             status=Status.OK, static=_swept_report())
 
     def call(self, fn, *args, timeout=60.0, **kwargs):
-        self.calls.append(fn.__name__)
-        assert self.release.wait(30)
-        return dataclasses.replace(args[0], sass_error="")
+        with self.lock:
+            self.calls.append(getattr(fn, "__name__", type(fn).__name__))
+            return fn(*args, **kwargs)
+
+    def device(self, backend="cuda"):
+        with self.lock:
+            return "the device"
 
     def compile(self, spec, config, timeout=None):
         return None
@@ -97,25 +103,40 @@ class _SlowDisassembly:
         return False
 
 
-def _session(worker, prefetch: bool):
+class _HeldDisassembly:
+    """``with_sass`` held until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.release, self.entered = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def __call__(self, report):
+        self.calls += 1
+        self.entered.set()
+        assert self.release.wait(30)
+        return dataclasses.replace(report, sass_error="")
+
+
+def stand_in_session(worker, prefetch: bool):
     """The test cell's session on a stand-in ``worker``, and the config both tests ask for."""
     spec = parse_cell(LINE, SRC, NS)
     session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=prefetch)
     return spec, session, spec.space.config({"BLOCK": 2, "SWIZZLE": "64B"})
 
 
-def test_the_run_is_delivered_before_its_disassembly():
+def test_the_run_is_delivered_before_its_disassembly(monkeypatch):
     """After a sweep the winner's run waited about a second for its SASS mix (issue 33): the run
     now goes out at once and the mix follows as a late delivery of the same request."""
-    worker = _SlowDisassembly()
-    _spec, session, config = _session(worker, prefetch=False)
+    held = _HeldDisassembly()
+    monkeypatch.setattr(session_module, "with_sass", held)
+    _spec, session, config = stand_in_session(StandInWorker(), prefetch=False)
     try:
         session.request(dict(config))
         assert session.wait_idle(10)  # delivered while the disassembly is held
         first = session.history[-1]
         assert not first.late and first.result.static.sass_error == SASS_SKIPPED
         assert not session.wait_reports(0.3)  # panel.result waits for the mix
-        worker.release.set()
+        held.release.set()
         assert session.wait_reports(10)
         late = session.history[-1]
         assert late.late and late.ticket == first.ticket
@@ -124,17 +145,39 @@ def test_the_run_is_delivered_before_its_disassembly():
         session.request(dict(config))
         assert session.wait_idle(10) and session.wait_reports(10)
         assert session.history[-1].result.static.sass_error == "" and not session.history[-1].late
-        assert worker.calls == ["with_sass"]
+        assert held.calls == 1
     finally:
+        held.release.set()
         session.close()
 
 
-class _BrokenPipe(_SlowDisassembly):
+def test_the_worker_is_free_while_the_session_disassembles(monkeypatch):
+    """An Autotune pressed as the first result showed waited 1.9-3.1 s before its sweep began
+    (bench/results/corpus_vs_autotune/2026-12-05-1506): the sweep's first requests queued
+    behind the session's. The disassembly now runs on the session thread, not in the worker."""
+    held = _HeldDisassembly()
+    monkeypatch.setattr(session_module, "with_sass", held)
+    worker = StandInWorker()
+    _spec, session, config = stand_in_session(worker, prefetch=False)
+    try:
+        session.request(dict(config))
+        assert session.wait_idle(10) and held.entered.wait(10)
+        answered: list[str] = []
+        asking = threading.Thread(target=lambda: answered.append(worker.device()), daemon=True)
+        asking.start()
+        asking.join(2)
+        assert answered == ["the device"]  # a sweep's device question, answered at once
+        assert worker.calls == []
+    finally:
+        held.release.set()
+        session.close()
+
+
+class _BrokenPipe(StandInWorker):
     """A stand-in worker whose pipe breaks under a prefetch compile and under one run."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.release.set()
         self.runs = 0
 
     def run(self, spec, config, timeout=None, violations=None):
@@ -151,7 +194,7 @@ def test_a_request_that_raises_costs_one_result_not_the_session():
     """A closed pipe under a panel's request (seen in CI: a closing session's abandon killed the
     worker under a prefetch compile) ended the session thread with a traceback, and every later
     slider move of that panel went unanswered."""
-    spec, session, config = _session(_BrokenPipe(), prefetch=True)
+    spec, session, config = stand_in_session(_BrokenPipe(), prefetch=True)
     try:
         session.request(dict(config))
         assert session.wait_idle(10)

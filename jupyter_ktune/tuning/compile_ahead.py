@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
@@ -76,16 +76,17 @@ def configs_ahead(spec: KernelSpec, limits: Mapping[str, Any] | None = None) -> 
 
 
 def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
-         limits: Mapping[str, Any] | None = None) -> int:
+         limits: Mapping[str, Any] | None = None, configs: list[Config] | None = None) -> int:
     """Send the compiles of ``spec``'s configs (:func:`configs_ahead`) to ``pool`` now;
     returns how many were sent. Those already sent for the same compile identity are not sent
     again; those of another cell still queued are cancelled. They go without the argument types
     (``pool_warm.hints_for``, rarely back this early): each process reads its own, as a sweep's
-    compile sent before the hints are back does."""
+    compile sent before the hints are back does. ``configs``: :func:`configs_ahead`'s, where
+    the caller listed them already."""
     from jupyter_ktune.tuning.runners import precompile
 
     identity = compile_identity(spec)
-    configs = configs_ahead(spec, limits)
+    configs = configs_ahead(spec, limits) if configs is None else configs
     with _lock:
         held = _sent.get(pool)
         if held is None or held[0] != identity:
@@ -104,16 +105,22 @@ def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
 
 
 def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
-              limits: Mapping[str, Any] | None = None) -> None:
+              limits: Mapping[str, Any] | None = None,
+              then: Callable[[list[Config]], None] | None = None) -> None:
     """:func:`send` on a thread of its own: listing a space's valid configs takes up to 0.2 s
-    (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Off with
-    ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to keep the CPUs for something else)."""
+    (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Once sent,
+    ``then(configs)`` (the panel's session: ``TuningSession.compiled_elsewhere``, so the
+    device worker does not compile them again). Off with ``KTUNE_COMPILE_AHEAD=0`` (to
+    compare, or to keep the CPUs for something else)."""
     if pool is None or os.environ.get(AHEAD_ENV, "1") == "0":
         return
 
     def go() -> None:
         try:
-            send(pool, spec, limits)
+            configs = configs_ahead(spec, limits)
+            send(pool, spec, limits, configs)
+            if then is not None and configs:
+                then(configs)
         except Exception:  # noqa: BLE001 - a head start only: the sweep compiles as before
             logging.getLogger(__name__).debug("no compiles sent ahead", exc_info=True)
 

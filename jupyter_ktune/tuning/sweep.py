@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning import compile_ahead, main_guard, search, warm
 from jupyter_ktune.tuning.compile_order import compile_first
+from jupyter_ktune.tuning.options import TuneOptions
 from jupyter_ktune.tuning.pool import pool_summary, shared_pool, unpack_precompiled
 from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
 from jupyter_ktune.tuning.report import Evaluation, Progress, TuneReport, decide
@@ -49,50 +50,9 @@ from jupyter_ktune.tuning.runners import (
 from jupyter_ktune.tuning.shapes import ShapesReport, tune_shapes
 from jupyter_ktune.tuning.static_limits import static_excess
 from jupyter_ktune.tuning.store import Store, StoredResult, StoreKey
-from jupyter_ktune.tuning.timeline import SweepTimeline
+from jupyter_ktune.tuning.timeline import SetupLaps, SweepTimeline
 
 LAUNCHER_WAIT_S = 20.0  #: s the first run waits for the launcher task (a stuck one: the worker's)
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    """Less common sweep settings (STYLE habit 10: an options object, not 20 parameters).
-
-    Parameters
-    ----------
-    seed
-        Seeds the strategy and the bootstrap.
-    top_k
-        How many of the fastest configs are re-timed at the end.
-    final_budget_factor
-        The re-timing's time budget per variant, as a multiple of the cell's ``--budget-ms``.
-    retime
-        Time configs again even when the store has them.
-    compile_workers
-        Processes of the precompile pool; None: the CPU count less one per device worker, or
-        no pool for backends without a precompile step (see ``precompiled``).
-    stop
-        An event that stops the sweep when set (as :meth:`Sweep.stop`).
-    race
-        Race configs: one whose median's confidence interval is clearly above the best so far
-        stops being timed (``TimingPlan.race_ms``); the top ``top_k`` are re-timed in full.
-    warm_start
-        After an edit (same kernel name and space, another source hash in the store), try the
-        previous version's best ``warm_start`` configs first (0: off); the report says how the
-        ranking moved (:mod:`jupyter_ktune.tuning.warm`).
-    shape
-        The problem shape this sweep tunes (set by ``tune(shapes=...)``): part of the store key.
-    """
-
-    seed: int = 0
-    top_k: int = 3
-    final_budget_factor: float = 5.0
-    retime: bool = False
-    compile_workers: int | None = None
-    stop: threading.Event | None = None
-    race: bool = True
-    warm_start: int = 8
-    shape: tuple[tuple[str, Any], ...] = ()
 
 
 class Sweep:
@@ -148,11 +108,12 @@ class Sweep:
         where = main_guard.in_spawned_import()
         if where is not None:
             raise KtuneError(main_guard.IN_POOL.format(where=where))
-        given = isinstance(self.store_arg, Store)
+        laps, given = SetupLaps(), isinstance(self.store_arg, Store)
         store, own_store = (self.store_arg if given else Store(self.store_arg)), not given
         runner = DaskRunner(self.client) if self.client is not None else LocalRunner(self.workers)
         try:
             get_backend(self.spec.backend).check(self.spec)
+            laps.lap("store and check")
             pool_size = compile_pool_size(self.spec.backend, self.options.compile_workers,
                                           runner.slots, remote=self.client is not None)
             # the pool's processes import their compiler while the device worker starts; the
@@ -162,13 +123,16 @@ class Sweep:
                 if get_backend(self.spec.backend).shares_pool_hints:  # Triton's types
                     self._hints = hints_for(pool, self.spec)
                 preload_pool(pool, self.spec)
-            device = runner.device(self.spec.backend)
+            laps.lap("compile pool")
+            device = runner.device(self.spec.backend)  # the worker's: a busy worker waits
+            laps.lap("device")
             shape = " ".join(f"{k}={v}" for k, v in self.options.shape)
             key = StoreKey(self.spec.source_hash + (f" {shape}" if shape else ""), device.name,
                            StoreKey.toolchain_text(device.toolchain),
                            space=warm.space_signature(self.spec.space),
                            problem=problem_key(self.spec))
             limits = runner.limits(self.spec)  # the inputs a require line names: read there
+            laps.lap("limits")
             strategy = search.make_strategy(self.strategy_name, self.spec.space, limits,
                                             self.options.seed)
             started = warm.start_from_earlier(store, self.spec.name, key, strategy,
@@ -178,6 +142,7 @@ class Sweep:
                 strategy.first = compile_first(self.spec.backend, strategy.valid) or []
             n_valid = strategy.n_valid  # type: ignore[attr-defined]
             total = min(self.budget or n_valid, n_valid)
+            laps.lap("strategy")
             t0 = time.perf_counter()
             self.timeline = SweepTimeline(t0)
             # the first input set and its reference, while the pool compiles the first
@@ -202,7 +167,7 @@ class Sweep:
                 final=tuple(final), verdict=verdict, elapsed_s=time.perf_counter() - t0,
                 stopped=self.stopped, valid_configs=n_valid, warm=moved,
                 info={"store": str(store.path), "device_slots": runner.slots,
-                      "compile_workers": pool_size, "prepare_ms": prepared,
+                      "compile_workers": pool_size, "prepare_ms": prepared, "setup_ms": laps.ms,
                       "pool_compiles": pool_summary(self._compiled), "compiled_ahead": self._taken,
                       "timeline": self.timeline.rows(), "waits_s": self.timeline.waits(),
                       "launcher_ahead": self.launcher, "host_bound_retaken": retaken,

@@ -79,3 +79,21 @@ def timeline_text(rows: Sequence[Sequence[Any]], limit: int = 40) -> str:
     if len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more")
     return "\n".join(lines)
+
+
+class SetupLaps:
+    """Milliseconds of each step of a sweep's setup, before its timeline starts.
+
+    The press waits for these too: fla's softmax waited 1.87 s from the press to its sweep's
+    start while its whole 6-config sweep took 0.35 s (bench/results/corpus_vs_autotune/
+    2026-12-05-1506), so each step is named in the report's ``setup_ms`` (issue 33)."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    def lap(self, step: str) -> None:
+        """The time since the previous lap (or the start) was spent on ``step``."""
+        now = time.perf_counter()
+        self.ms[step] = round((now - self._last) * 1e3, 1)
+        self._last = now

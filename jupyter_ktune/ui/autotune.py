@@ -17,6 +17,7 @@ import ipywidgets as w
 
 from jupyter_ktune.render import counted, fmt_time
 from jupyter_ktune.results import RunResult
+from jupyter_ktune.session import quiet_prefetch
 from jupyter_ktune.tuning.report import TuneReport
 from jupyter_ktune.tuning.search import DEFAULT_STRATEGY, STRATEGIES
 from jupyter_ktune.tuning.sweep import Progress, Sweep, TuneOptions
@@ -134,6 +135,9 @@ class AutotuneBar:
         self.label.value = "<small>starting …</small>"
         self.start_button.disabled, self.stop_button.disabled = True, False
         self.report, self.error = None, None
+        # no panel compiles neighbours in the worker while it sweeps: the sweep's requests
+        # would wait behind each (the winner's run, a request, starts them again)
+        quiet_prefetch()
         self.thread = threading.Thread(target=self._run, name="ktune-autotune", daemon=True)
         self.thread.start()
         return self.sweep

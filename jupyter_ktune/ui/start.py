@@ -54,7 +54,6 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
                   cold_phases(worker, waits, time.perf_counter() - t0, spec.backend))
     pool = warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
-    compile_ahead.send_soon(pool, spec, limits)  # and compiles the configs Autotune will sweep
     key = spec.name if replaces is None else replaces
     old = _live.pop(key, None)
     if old is not None:
@@ -63,6 +62,8 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # extension serves bokeh's own copy and the labextension loads it (labextension/src/bokeh.ts)
     session = TuningSession(spec, worker, limits)
     session.cold_phases_ms = cold
+    # the pool compiles the configs Autotune will sweep; the worker no longer prefetches them
+    compile_ahead.send_soon(pool, spec, limits, then=session.compiled_elsewhere)
     ceilings = cached_ceilings(device)
     panel = KernelPanel(session, choose_config(spec, None, limits), ceilings)
     panel.shown()  # the first result, so the output shows numbers (its report may follow)
