@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,11 @@ def cached_ceilings(device: Any) -> dict[str, Any] | None:
     return _read_cache().get(key) if key else None
 
 
-def device_ceilings(worker: Any, device: Any) -> dict[str, Any] | None:
-    """Cached ceilings for ``device`` (a DeviceInfo), measured in the worker when missing."""
+def device_ceilings(worker: Any, device: Any,
+                    measure: Callable[[Callable[[], Any]], Any] | None = None
+                    ) -> dict[str, Any] | None:
+    """Cached ceilings for ``device`` (a DeviceInfo), measured when missing: ``measure(probe)``
+    (the panel's: beside the worker, ``runner.gpu_guest.run_beside``), else in the worker."""
     key = _cache_key(device)
     probe = device.measure_ceilings
     if key is None:
@@ -52,7 +56,7 @@ def device_ceilings(worker: Any, device: Any) -> dict[str, Any] | None:
     if key not in cache:
         if probe is None:  # a device its backend cannot measure
             return None
-        found = worker.call(probe, timeout=120)
+        found = measure(probe) if measure is not None else worker.call(probe, timeout=120)
         if found is None:
             return None
         cache[key] = found

@@ -27,35 +27,19 @@ from typing import Any
 from jupyter_ktune.backends import DEFAULT_BACKEND
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.runner.gpu_guest import give_way
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
 from jupyter_ktune.runner.wire import pack_message, unpack_message
+from jupyter_ktune.runner.worker_errors import (
+    RequestAbandoned,
+    WorkerDied,
+    WorkerTimeout,
+    exit_text,
+)
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec, timeout_problem
 
 LOG_TAIL_BYTES = 64 << 10  # read back from the worker's log on a failure, from its end
-
-
-class WorkerDied(KtuneError):
-    """The worker exited while serving a request."""
-
-
-class RequestAbandoned(WorkerDied):
-    """The request was abandoned (:meth:`DeviceWorker.abandon`): its worker was replaced."""
-
-
-class WorkerTimeout(KtuneError):
-    """The worker did not answer within the request's timeout and was killed."""
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class DeviceWorker:
@@ -88,6 +72,7 @@ class DeviceWorker:
         self.stale_replies = 0  # replies to earlier requests, read and dropped
         self._request_id = 0
         self._in_flight: threading.Thread | None = None  # whose request the worker serves
+        self._idle_since = time.perf_counter()  # when the last request ended (idle_s)
         self._abandoned = False
         self._refused: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # see abandon
         self.last_start_s: float | None = None
@@ -132,7 +117,7 @@ class DeviceWorker:
         except (EOFError, OSError):
             code = self._proc.wait()
             self._kill()
-            raise WorkerDied(f"[ktune] the device worker failed to start ({_describe_exit(code)})."
+            raise WorkerDied(f"[ktune] the device worker failed to start ({exit_text(code)})."
                              f"\n{self.log_tail()}") from None
         self._ready = True
         self.ready_waits_s.append(time.perf_counter() - waiting)  # what a request waited for
@@ -263,6 +248,7 @@ class DeviceWorker:
             self._request_id += 1
             rid = self._request_id
             self._in_flight, self._abandoned = me, False
+            give_way()  # a guest job on the GPU (the ceilings) stops before the worker serves
             try:
                 if me in self._refused:  # abandoned while the worker started (see abandon)
                     raise RequestAbandoned("the request was abandoned (Interrupt) before it "
@@ -275,7 +261,7 @@ class DeviceWorker:
                 self.restart()  # out of step with the worker: never read its stale reply
                 raise
             finally:
-                self._in_flight = None
+                self._in_flight, self._idle_since = None, time.perf_counter()
             kind, value = data
             if kind == "fatal":
                 self._proc.wait()
@@ -305,7 +291,7 @@ class DeviceWorker:
                 if self._abandoned:
                     raise RequestAbandoned("the request was abandoned (Interrupt) and the "
                                            "worker restarted") from None
-                raise WorkerDied(f"the worker died ({_describe_exit(code)}) and was restarted"
+                raise WorkerDied(f"the worker died ({exit_text(code)}) and was restarted"
                                  + (f"; it printed:\n{tail}" if tail else "")) from None
             got, reply = unpack_message(data)
             if reply[0] == "phase":  # progress, not an answer: the next phase's clock starts
@@ -318,6 +304,15 @@ class DeviceWorker:
 
     def _new_log_text(self, mark: int) -> str:
         return self._read_log(mark, 2000).strip()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the worker process starts with (a guest job's too, ``gpu_guest``)."""
+        return {**os.environ, **self._env}
+
+    def idle_s(self) -> float:
+        """Seconds since the last request ended; 0 while one is in flight (``gpu_guest``)."""
+        return 0.0 if self._in_flight is not None else time.perf_counter() - self._idle_since
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 60.0, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` in the worker and return its value (errors re-raised)."""

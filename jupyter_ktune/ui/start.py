@@ -76,13 +76,16 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
 def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
     """Measure the device's ceilings for the roofline after the first result, on a thread:
     in a fresh notebook they held the first result back by 1.6-2.8 s on the H200 (a 1 GiB
-    copy and an 8192^3 product in CuPy, issue 33). Their worker request queues behind the
-    panel's own, as any request does."""
+    copy and an 8192^3 product in CuPy, issue 33). Not in the worker: an Autotune pressed
+    meanwhile waited 2.1-3.1 s behind them (on an H100); in a process of their own while the
+    worker is idle, stopped by its next request and run again later (``gpu_guest``)."""
     from jupyter_ktune.measure.ceilings import device_ceilings
+    from jupyter_ktune.runner.gpu_guest import run_beside
 
     def measure() -> None:
         try:
-            found = device_ceilings(worker, device)
+            found = device_ceilings(worker, device,
+                                    lambda probe: run_beside(worker, probe, env=worker.env))
         except Exception:  # noqa: BLE001 - no ceilings: the roofline says so
             return
         if found:

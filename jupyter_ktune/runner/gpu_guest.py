@@ -1,0 +1,93 @@
+"""GPU work beside the device worker that gives way to it: the roofline's ceilings.
+
+The ceilings (a 1 GiB copy and an 8192^3 product in CuPy, with CuPy's first-use costs) ran as
+a worker request after a fresh notebook's first result, and an Autotune pressed then waited
+2.1-3.1 s for them before its sweep began: the sweep's first request queued behind theirs
+(``setup_ms`` "device" in bench/results/corpus_vs_autotune/2026-12-05-1519, on an H100). Here
+such a job runs in an interpreter of its own, only while the worker has been idle for
+:data:`IDLE_S`, and every worker request stops it before it is sent
+(``DeviceWorker.request`` calls :func:`give_way`): a request never waits for it, and nothing
+the worker times shares the GPU with it. A job stopped that way runs again at the next idle
+spell. The job is a module-level function named ``module:qualname``; what it returns must be
+JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+IDLE_S = 0.5  #: s the worker must have been idle before a guest job starts
+ATTEMPTS = 50  #: starts of one job at most (each stopped by a request); then it gives up
+POLL_S = 0.05
+
+_lock = threading.Lock()  # a guest starts, or the worker's next request stops them, not both
+_running: set[subprocess.Popen] = set()
+_yielded: set[subprocess.Popen] = set()
+
+
+def give_way() -> None:
+    """Stop every guest job now and wait for its process to exit: the worker is about to be
+    sent a request (the caller has marked itself in flight, so none starts meanwhile)."""
+    with _lock:
+        for proc in list(_running):
+            proc.kill()
+            proc.wait()
+            _yielded.add(proc)
+            _running.discard(proc)
+
+
+def run_beside(worker: Any, fn: Callable[[], Any], timeout: float = 120.0,
+               env: Mapping[str, str] | None = None) -> Any:
+    """Run ``fn`` in a fresh interpreter while ``worker`` is idle (``worker.idle_s()``: seconds
+    since its last request ended, 0 while one is in flight) and return what it returned.
+    None where it failed on its own, ran past ``timeout``, or was stopped :data:`ATTEMPTS`
+    times. Blocks: call it on a thread of its own."""
+    name = f"{fn.__module__}:{fn.__qualname__}"
+    for _ in range(ATTEMPTS):
+        while worker.idle_s() < IDLE_S:
+            time.sleep(POLL_S)
+        with _lock:
+            if worker.idle_s() < IDLE_S:  # a request began between the two looks
+                continue
+            proc = subprocess.Popen([sys.executable, "-m", __name__, name],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    stdin=subprocess.DEVNULL, env=None if env is None else
+                                    dict(env))
+            _running.add(proc)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            give_way()
+            return None
+        with _lock:
+            _running.discard(proc)
+            stopped = proc in _yielded
+            _yielded.discard(proc)
+        if stopped:
+            continue  # a request came: run it again at the next idle spell
+        if proc.returncode != 0:
+            return None
+        try:
+            return json.loads(out.strip().splitlines()[-1])
+        except ValueError:
+            return None
+    return None
+
+
+def _main(name: str) -> None:
+    module, _, qualname = name.partition(":")
+    fn: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    sys.stdout.write(json.dumps(fn()))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])
