@@ -14,6 +14,7 @@ JSON.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import subprocess
@@ -41,6 +42,10 @@ def give_way() -> None:
             proc.wait()
             _yielded.add(proc)
             _running.discard(proc)
+
+
+# a guest outliving its notebook would share the GPU with whatever runs next
+atexit.register(give_way)
 
 
 def run_beside(worker: Any, fn: Callable[[], Any], timeout: float = 120.0,
