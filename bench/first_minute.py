@@ -287,7 +287,7 @@ def files_side(name: str) -> dict:
     kernel's package), so the OS file cache is as warm for the first side as for the second.
     Without it the first side of a call's first kernel read them from disk: ktune's first
     liger cell took 29.9 s there against 19.6-21.1 s for the kernels after it
-    (bench/results/corpus_vs_autotune/2026-12-04-2007)."""
+    (``0d9de0a^:bench/results/corpus_vs_autotune/2026-12-04-2007``)."""
     import importlib
 
     import IPython  # noqa: F401

@@ -2,8 +2,9 @@
 
 In the notebook's order (cell, then Autotune) the press waited for compiles whose every input
 was known when the cell ran: fla's softmax 0.30-0.55 s of a 6-config sweep, the 30-config
-activation lists their 9-18 s slowest compile (bench/results/corpus_vs_autotune/2026-12-04-2007,
-and ``5072c19^:bench/results/corpus_vs_autotune/2026-12-01-1046`` for the ptxas times).
+activation lists their 9-18 s slowest compile
+(``0d9de0a^:bench/results/corpus_vs_autotune/2026-12-04-2007``, and
+``5072c19^:bench/results/corpus_vs_autotune/2026-12-01-1046`` for the ptxas times).
 """
 
 from __future__ import annotations

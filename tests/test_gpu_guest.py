@@ -2,8 +2,8 @@
 
 The roofline's ceilings ran as a worker request after a fresh notebook's first result, and an
 Autotune pressed then waited 2.1-3.1 s before its sweep began (``setup_ms`` "device" in
-bench/results/corpus_vs_autotune/2026-12-05-1519, on an H100). Now they run in a process of
-their own while the worker is idle, and the worker's next request stops them first.
+``0d9de0a:bench/results/corpus_vs_autotune/2026-12-05-1519``, on an H100). Now they run in a
+process of their own while the worker is idle, and the worker's next request stops them first.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The ceilings (a 1 GiB copy and an 8192^3 product in CuPy, with CuPy's first-use costs) ran as
 a worker request after a fresh notebook's first result, and an Autotune pressed then waited
 2.1-3.1 s for them before its sweep began: the sweep's first request queued behind theirs
-(``setup_ms`` "device" in bench/results/corpus_vs_autotune/2026-12-05-1519, on an H100). Here
-such a job runs in an interpreter of its own, only while the worker has been idle for
+(``setup_ms`` "device" in ``0d9de0a:bench/results/corpus_vs_autotune/2026-12-05-1519``, on an
+H100). Here such a job runs in an interpreter of its own, only while the worker has been idle for
 :data:`IDLE_S`, and every worker request stops it before it is sent
 (``DeviceWorker.request`` calls :func:`give_way`): a request never waits for it, and nothing
 the worker times shares the GPU with it. A job stopped that way runs again at the next idle

@@ -5,7 +5,7 @@ then waits for compiles whose inputs were all known when the cell ran: the kerne
 types and the configs of its space. In the notebook's order on the H200 (cell, then Autotune)
 fla's softmax spent 0.30-0.55 s of its 6-config sweep waiting for the pool's first compiles,
 and the 30-config activation lists waited for their slowest compile, ptxas 9-18 s for one
-config (bench/results/corpus_vs_autotune/2026-12-04-2007; the ptxas times in
+config (``0d9de0a^:bench/results/corpus_vs_autotune/2026-12-04-2007``; the ptxas times in
 ``5072c19^:bench/results/corpus_vs_autotune/2026-12-01-1046``). Here the panel
 sends those compiles when its cell first runs (:func:`send`), and the sweep takes each one
 (:func:`take`) instead of sending it again; one not back yet is simply waited for, as a
