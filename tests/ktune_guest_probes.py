@@ -24,3 +24,12 @@ def fails() -> dict:
     folder = Path(os.environ["KTUNE_TEST_GUEST_DIR"])
     (folder / f"start-{len(list(folder.glob('start-*')))}").write_text(str(os.getpid()))
     raise RuntimeError("no device here")
+
+
+def takes_a_while() -> dict:
+    """Writes when it began and ended (wall seconds), half a second apart."""
+    folder = Path(os.environ["KTUNE_TEST_GUEST_DIR"])
+    began = time.time()
+    time.sleep(0.5)
+    (folder / f"job-{os.getpid()}").write_text(f"{began} {time.time()}")
+    return {}

@@ -82,6 +82,19 @@ def test_a_job_that_fails_on_its_own_is_not_run_again(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.glob("start-*")) == ["start-0"]
 
 
+def test_two_guest_jobs_never_share_the_gpu(tmp_path, monkeypatch):
+    """Two panels' ceilings at once would each measure half the bandwidth."""
+    monkeypatch.setenv("KTUNE_TEST_GUEST_DIR", str(tmp_path))
+    jobs = [threading.Thread(target=gpu_guest.run_beside, args=(Busy(0.0), probes.takes_a_while),
+                             daemon=True) for _ in range(2)]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(30)
+    spans = sorted(tuple(map(float, p.read_text().split())) for p in tmp_path.glob("job-*"))
+    assert len(spans) == 2 and spans[0][1] <= spans[1][0]
+
+
 def test_the_ceilings_cache_keeps_what_a_guest_measured(tmp_path, monkeypatch):
     from types import SimpleNamespace
 

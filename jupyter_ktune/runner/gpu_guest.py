@@ -29,6 +29,7 @@ ATTEMPTS = 50  #: starts of one job at most (each stopped by a request); then it
 POLL_S = 0.05
 
 _lock = threading.Lock()  # a guest starts, or the worker's next request stops them, not both
+_one_job = threading.Lock()  # one guest at a time: two would share the GPU, as with the worker
 _running: set[subprocess.Popen] = set()
 _yielded: set[subprocess.Popen] = set()
 
@@ -53,8 +54,12 @@ def run_beside(worker: Any, fn: Callable[[], Any], timeout: float = 120.0,
     """Run ``fn`` in a fresh interpreter while ``worker`` is idle (``worker.idle_s()``: seconds
     since its last request ended, 0 while one is in flight) and return what it returned.
     None where it failed on its own, ran past ``timeout``, or was stopped :data:`ATTEMPTS`
-    times. Blocks: call it on a thread of its own."""
-    name = f"{fn.__module__}:{fn.__qualname__}"
+    times. Blocks (also while another guest job runs): call it on a thread of its own."""
+    with _one_job:
+        return _run(worker, f"{fn.__module__}:{fn.__qualname__}", timeout, env)
+
+
+def _run(worker: Any, name: str, timeout: float, env: Mapping[str, str] | None) -> Any:
     for _ in range(ATTEMPTS):
         while worker.idle_s() < IDLE_S:
             time.sleep(POLL_S)

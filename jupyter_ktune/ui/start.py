@@ -20,6 +20,7 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning.pool_warm import start_pool_at_parse
 
 _live: dict[Any, Any] = {}  # what a new panel replaces -> its live panel
+_measuring = threading.Lock()  # the ceilings, measured by one panel at a time
 # a cell whose autotune list the worker reads at parse: the compile pool starts then, beside it
 # (Autotune's first result waited 7.2-11.8 s for the pool's own imports when it started after)
 if start_pool_at_parse not in DEVICE_KNOWN:
@@ -84,8 +85,9 @@ def measure_ceilings_after(panel: Any, worker: Any, device: Any) -> None:
 
     def measure() -> None:
         try:
-            found = device_ceilings(worker, device,
-                                    lambda probe: run_beside(worker, probe, env=worker.env))
+            with _measuring:  # a second panel's finds the first's in the cache
+                found = device_ceilings(worker, device,
+                                        lambda probe: run_beside(worker, probe, env=worker.env))
         except Exception:  # noqa: BLE001 - no ceilings: the roofline says so
             return
         if found:
