@@ -273,7 +273,7 @@ def print_summary(out: dict) -> None:
         return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
 
     print(f"\n{'kernel':18} {'configs':>7} {'fresh ktune s':>13} {'fresh autotune s':>16} "
-          f"{'fresh ratio':>11} {'1st ok/report/live s':>20} {'autotune call s':>15} "
+          f"{'fresh ratio':>11} {'wait/1st ok/report/live s':>25} {'autotune call s':>15} "
           f"{'nb-order ratio':>14} {'b2b ratio':>9}  winners us "
           "(ktune's / autotune's, by ktune's protocol)")
     fresh_ratios, order_ratios = [], []
@@ -284,7 +284,8 @@ def print_summary(out: dict) -> None:
         order_ratios += [s["notebook_order_ratio"]] if s.get("notebook_order_ratio") else []
         print(f"{n:18} {f(s.get('sweep_configs') or (w.get('ktune') or {}).get('configs'), 7, 0)} "
               f"{f(s.get('ktune_fresh_total_s'), 13, 1)} {f(s.get('anchor_fresh_total_s'), 16, 1)} "
-              f"{f(s.get('fresh_ratio'), 11)} {f(s.get('autotune_first_ok_s'), 6)}/"
+              f"{f(s.get('fresh_ratio'), 11)} {f(s.get('press_wait_s'), 4)}/"
+              f"{f(s.get('autotune_first_ok_s'), 6)}/"
               f"{f(s.get('sweep_report_s'), 6)}/{f(s.get('sweep_wall_s'), 6)} "
               f"{f(s.get('anchor_call_s'), 15)} {f(s.get('notebook_order_ratio'), 14)} "
               f"{f(w.get('ratio'), 9)}  {f((s.get('winner_ms_by_ktune') or 0) * 1e3, 1, 1)} / "

@@ -384,6 +384,7 @@ def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
         "first_result_s": med(k, "first_result_s"),
         "first_result_all_s": [r.get("first_result_s") for r in k],
         "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
+        "press_wait_s": med(swept, "sweep_setup_s"),  # press to the sweep's start
         "sweep_wall_s": med(swept, "sweep_wall_s"),
         "sweep_report_s": med([r.get("tune_tail") or {} for r in swept],
                               "sweep_run_returned_s"),
