@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from first_minute_trace import guest_after, trace_cell, trace_tune, worker_start
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -148,7 +150,7 @@ def notebook_side(name: str, sweep: bool) -> dict:
         "first_config": dict(first.config),
         "first_median_ms": first.median_ms,
         "first_phases_ms": {k: round(v, 1) for k, v in (first.phases_ms or {}).items()},
-        "worker_start_s": _worker_start(),
+        "worker_start_s": worker_start(),
         "inside_cell_s": {k: round(v, 3) for k, v in spans.items()},
         "marks_s": {k: round(v, 3) for k, v in marks.items()}}
     if sweep and hasattr(panel, "tune"):
@@ -173,87 +175,8 @@ def notebook_side(name: str, sweep: bool) -> dict:
                    compiled_ahead=report.info.get("compiled_ahead"),
                    pool_compiles=report.info.get("pool_compiles"),
                    fresh_total_s=since_spawn())
+    row["ceilings_guest"] = guest_after(panel)
     return row
-
-
-def trace_cell() -> dict[str, float]:
-    """Seconds spent in the steps of a ``%%kernel`` cell, by wrapping them (measurement only)."""
-    import functools
-    import importlib
-
-    spans: dict[str, float] = {}
-    steps = {"jupyter_ktune.magics:parse_cell": "parse_cell",
-             "jupyter_ktune.runner.client:DeviceWorker.device": "worker.device()",
-             "jupyter_ktune.measure.ceilings:device_ceilings": "device_ceilings",
-             "jupyter_ktune.ui.app:KernelPanel.__init__": "KernelPanel()",
-             "jupyter_ktune.magics:panel_for": "panel_for (all)"}
-    for where, label in steps.items():
-        module, _, attr = where.partition(":")
-        owner = importlib.import_module(module)
-        *path, last = attr.split(".")
-        for p in path:
-            owner = getattr(owner, p)
-        fn = getattr(owner, last)
-
-        @functools.wraps(fn)
-        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return _fn(*a, **k)
-            finally:
-                spans[_label] = spans.get(_label, 0.0) + time.perf_counter() - t
-        setattr(owner, last, timed)
-    import jupyter_ktune.ui.start as start  # imports inside panel_for read the modules' names
-    del start
-    return spans
-
-
-def trace_tune(panel: Any, t0: float) -> dict[str, Any]:
-    """What happens between the press and ``panel.tune``'s return, in seconds after the press:
-    the sweep's end, the winner set on the sliders, and every delivery to the panel (its
-    latency, whether it was the current request, its phases). Filled while the sweep runs."""
-    from jupyter_ktune.tuning.sweep import Sweep
-
-    tail: dict[str, Any] = {"deliveries": []}
-    run = Sweep.run
-
-    def timed_run(self: Any) -> Any:
-        try:
-            return run(self)
-        finally:
-            tail["sweep_run_returned_s"] = round(time.perf_counter() - t0, 4)
-            Sweep.run = run
-    Sweep.run = timed_run  # type: ignore[method-assign]
-    set_values = panel.controls.set_values
-
-    def timed_set(values: Any, *a: Any, **k: Any) -> Any:
-        tail["set_values_s"] = round(time.perf_counter() - t0, 4)
-        return set_values(values, *a, **k)
-    panel.controls.set_values = timed_set
-
-    def delivered(d: Any) -> None:
-        if getattr(d, "late", False) or d.current:
-            tail["deliveries"].append({
-                "at_s": round(time.perf_counter() - t0, 4), "latency_s": round(d.latency_s, 4),
-                "late": bool(getattr(d, "late", False)), "config": dict(d.result.config),
-                "phases_ms": {k: round(v, 1) for k, v in (d.result.phases_ms or {}).items()}})
-    panel.session.subscribe(delivered)
-    with_sass = panel.session._with_sass
-
-    def timed_sass(*a: Any, **k: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return with_sass(*a, **k)
-        finally:
-            tail["with_sass_s"] = round(tail.get("with_sass_s", 0) + time.perf_counter() - t, 4)
-    panel.session._with_sass = timed_sass
-    return tail
-
-
-def _worker_start() -> float | None:
-    from jupyter_ktune.runner.client import get_worker
-
-    return get_worker().last_start_s
 
 
 def autotune_side(name: str) -> dict:
@@ -385,6 +308,8 @@ def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
         "first_result_all_s": [r.get("first_result_s") for r in k],
         "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
         "press_wait_s": med(swept, "sweep_setup_s"),  # press to the sweep's start
+        "ceilings_guest": next((r["ceilings_guest"] for r in swept if "ceilings_guest" in r),
+                               None),
         "sweep_wall_s": med(swept, "sweep_wall_s"),
         "sweep_report_s": med([r.get("tune_tail") or {} for r in swept],
                               "sweep_run_returned_s"),

@@ -39,6 +39,7 @@ def test_a_worker_request_stops_the_guest_and_it_runs_again_later(worker, tmp_pa
                                                                      monkeypatch):
     monkeypatch.setenv("KTUNE_TEST_GUEST_DIR", str(tmp_path))
     worker.device("fake")  # the worker is up and idle
+    before = dict(gpu_guest.STATS)
     got: list = []
     guest = threading.Thread(target=lambda: got.append(
         gpu_guest.run_beside(worker, probes.slow_then_fast, timeout=60, env=worker.env)),
@@ -53,6 +54,8 @@ def test_a_worker_request_stops_the_guest_and_it_runs_again_later(worker, tmp_pa
     assert not _alive(pid)  # stopped before the request was sent
     guest.join(30)
     assert got == [{"tflops": 1.5, "starts": 2}]  # run again once the worker was idle
+    assert {k: gpu_guest.STATS[k] - before[k] for k in before} == {
+        "started": 2, "stopped": 1, "finished": 1, "failed": 0}
 
 
 class Busy:
@@ -78,8 +81,17 @@ def test_a_guest_waits_until_the_worker_has_been_idle(tmp_path, monkeypatch):
 
 def test_a_job_that_fails_on_its_own_is_not_run_again(tmp_path, monkeypatch):
     monkeypatch.setenv("KTUNE_TEST_GUEST_DIR", str(tmp_path))
+    before = gpu_guest.STATS["failed"]
     assert gpu_guest.run_beside(Busy(0.0), probes.fails, timeout=60) is None
+    assert gpu_guest.STATS["failed"] == before + 1
     assert sorted(p.name for p in tmp_path.glob("start-*")) == ["start-0"]
+
+
+def test_a_job_past_its_time_is_stopped_and_gives_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("KTUNE_TEST_GUEST_DIR", str(tmp_path))
+    assert gpu_guest.run_beside(Busy(0.0), probes.slow_then_fast, timeout=2) is None
+    assert not _alive(int((tmp_path / "start-0").read_text()))
+    assert sorted(p.name for p in tmp_path.glob("start-*")) == ["start-0"]  # not run again
 
 
 def test_two_guest_jobs_never_share_the_gpu(tmp_path, monkeypatch):

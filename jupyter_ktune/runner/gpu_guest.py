@@ -32,6 +32,9 @@ _lock = threading.Lock()  # a guest starts, or the worker's next request stops t
 _one_job = threading.Lock()  # one guest at a time: two would share the GPU, as with the worker
 _running: set[subprocess.Popen] = set()
 _yielded: set[subprocess.Popen] = set()
+#: What guest jobs did in this process (benchmarks report it): started, stopped by a request,
+#: finished with a value, failed or timed out on their own (or returned no value).
+STATS = {"started": 0, "stopped": 0, "finished": 0, "failed": 0}
 
 
 def give_way() -> None:
@@ -71,24 +74,34 @@ def _run(worker: Any, name: str, timeout: float, env: Mapping[str, str] | None) 
                                     stdin=subprocess.DEVNULL, env=None if env is None else
                                     dict(env))
             _running.add(proc)
+            STATS["started"] += 1
         try:
-            out, _ = proc.communicate(timeout=timeout)
+            out, timed_out = proc.communicate(timeout=timeout)[0], False
         except subprocess.TimeoutExpired:
             give_way()
-            return None
+            proc.communicate()  # reads to the end and closes the pipe of the killed job
+            out, timed_out = "", True
         with _lock:
             _running.discard(proc)
-            stopped = proc in _yielded
+            stopped = proc in _yielded and not timed_out
             _yielded.discard(proc)
+            STATS["stopped"] += stopped
         if stopped:
             continue  # a request came: run it again at the next idle spell
-        if proc.returncode != 0:
-            return None
-        try:
-            return json.loads(out.strip().splitlines()[-1])
-        except ValueError:
-            return None
+        value = _value(out) if proc.returncode == 0 else None
+        with _lock:
+            STATS["failed" if value is None else "finished"] += 1
+        return value
     return None
+
+
+def _value(out: bytes | str) -> Any:
+    """The JSON value on the job's last line of output; None where it printed none."""
+    lines = out.strip().splitlines()
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
 
 
 def _main(name: str) -> None:
