@@ -14,6 +14,7 @@ import time
 
 import ktune_guest_probes as probes
 import pytest
+from test_reliability_faults import _alive  # a zombie counts as dead
 
 from jupyter_ktune.runner import gpu_guest
 
@@ -24,14 +25,6 @@ def _wait_for(path, seconds: float = 20.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.02)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     return True
 
 
@@ -92,6 +85,32 @@ def test_a_job_past_its_time_is_stopped_and_gives_nothing(tmp_path, monkeypatch)
     assert gpu_guest.run_beside(Busy(0.0), probes.slow_then_fast, timeout=2) is None
     assert not _alive(int((tmp_path / "start-0").read_text()))
     assert sorted(p.name for p in tmp_path.glob("start-*")) == ["start-0"]  # not run again
+
+
+def test_a_guest_dies_with_a_notebook_killed_with_kill_9(tmp_path):
+    """No process outlives its notebook (issue 34): a guest would hold the GPU for nobody."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import ktune_guest_probes as p, time\n"
+              "from jupyter_ktune.runner import gpu_guest\n"
+              "class Idle:\n    def idle_s(self): return 10.0\n"
+              "gpu_guest.run_beside(Idle(), p.slow_then_fast)\n")
+    notebook = subprocess.Popen([sys.executable, "-c", script],
+                                env={**os.environ, "KTUNE_TEST_GUEST_DIR": str(tmp_path)})
+    try:
+        assert _wait_for(tmp_path / "start-0")
+        time.sleep(0.3)
+        pid = int((tmp_path / "start-0").read_text())
+        notebook.send_signal(signal.SIGKILL)
+        notebook.wait()
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid)
+    finally:
+        notebook.kill()
 
 
 def test_two_guest_jobs_never_share_the_gpu(tmp_path, monkeypatch):

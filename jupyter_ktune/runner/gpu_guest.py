@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -69,7 +70,7 @@ def _run(worker: Any, name: str, timeout: float, env: Mapping[str, str] | None) 
         with _lock:
             if worker.idle_s() < IDLE_S:  # a request began between the two looks
                 continue
-            proc = subprocess.Popen([sys.executable, "-m", __name__, name],
+            proc = subprocess.Popen([sys.executable, "-m", __name__, name, str(os.getpid())],
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     stdin=subprocess.DEVNULL, env=None if env is None else
                                     dict(env))
@@ -104,7 +105,10 @@ def _value(out: bytes | str) -> Any:
         return None
 
 
-def _main(name: str) -> None:
+def _main(name: str, parent: int) -> None:
+    from jupyter_ktune.runner.parent_death import exit_with_parent
+
+    exit_with_parent(parent)  # a notebook killed with kill -9 takes its guest with it
     module, _, qualname = name.partition(":")
     fn: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -113,4 +117,4 @@ def _main(name: str) -> None:
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    _main(sys.argv[1], int(sys.argv[2]))
