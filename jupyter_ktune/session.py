@@ -56,7 +56,8 @@ class Delivery:
 class _State:
     latest: int = 0
     wanted: tuple[int, Config, float, list[str] | None] | None = None
-    compiled: set[Config] = field(default_factory=set)
+    compiled: set[Config] = field(default_factory=set)  # by this session's worker requests
+    elsewhere: set[Config] = field(default_factory=set)  # sent to the compile pool
     closed: bool = False
 
 
@@ -138,9 +139,10 @@ class TuningSession:
         (``tuning.compile_ahead``), and the worker's own compile of one (ptxas took 9-22 s for
         one config of fla's activations, bench/results/corpus_vs_autotune/2026-12-05-1506)
         held every request behind it, an Autotune pressed meanwhile too. A config the user
-        then moves to loads the pool's binary from the compile cache."""
+        then moves to loads the pool's binary from the compile cache; its delivery does not
+        say ``precompiled``, which stays what the worker itself compiled ahead."""
         with self._cv:
-            self._state.compiled.update(configs)
+            self._state.elsewhere.update(configs)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until no request is pending or being served (tests, benchmarks).
@@ -317,7 +319,7 @@ class TuningSession:
         if self.current is None or _active[0] is not self:
             return False
         for n in self.spec.space.neighbours(self.current, self.limits):
-            if n not in self._state.compiled:
+            if n not in self._state.compiled and n not in self._state.elsewhere:
                 self._state.compiled.add(n)
                 self._cv.release()
                 try:

@@ -166,5 +166,10 @@ def test_the_worker_does_not_prefetch_what_the_pool_compiles(elsewhere):
             assert worker.compiled == []
         else:  # without the pool's compiles the neighbours are prefetched, as before
             assert worker.compiled and all(c != dict(config) for c in worker.compiled)
+        neighbour = spec.space.neighbours(config, session.limits)[0]
+        session.request(dict(neighbour))
+        assert session.wait_idle(10)
+        # "precompiled" says what the worker compiled ahead, never what the pool was sent
+        assert session.history[-1].precompiled is not elsewhere
     finally:
         session.close()
