@@ -132,8 +132,20 @@ def test_the_panel_sends_them_once_its_limits_are_known(monkeypatch):
     body = inspect.getsource(start.panel_for)
     assert body.index("warm_pool(spec, device)") < body.index("worker.limits(spec)") \
         < body.index("TuningSession(spec, worker, limits)") \
-        < body.index("compile_ahead.send_soon(pool, spec, limits, "
-                     "then=session.compiled_elsewhere)") < body.index("panel.shown()")
+        < body.index("compile_ahead.send_soon(pool, spec, limits, then=told)") \
+        < body.index("panel.shown()")
+    assert "told = session.compiled_elsewhere if get_backend(spec.backend).pool_builds_cached" \
+        in body
+
+
+def test_only_a_backend_whose_pool_builds_the_worker_finds_leaves_them_to_the_pool():
+    """Triton's pool fills the on-disk cache the worker's compile hits; the CUDA backend's nvcc
+    build is kept per process, so a CUDA panel whose worker stopped prefetching would compile
+    each slider step anew (nvcc 1.6-1.9 s) instead of finding it compiled."""
+    from jupyter_ktune.backends import get_backend
+
+    assert get_backend("triton").pool_builds_cached
+    assert get_backend("cuda").precompile and not get_backend("cuda").pool_builds_cached
 
 
 class CompileCounting(StandInWorker):

@@ -204,6 +204,11 @@ class BackendBase:
     poisons_outputs: ClassVar[bool] = True
     #: What a sweep's CPU pool compiles ahead, in words for the report; None: no compile pool.
     precompile: ClassVar[str | None] = None
+    #: Whether the pool's compile of a config lands in a cache the worker's own compile of it
+    #: hits (Triton's on-disk cache), so a live run finds it: then the panel's session leaves
+    #: the configs compiled ahead to the pool. False: the worker would compile it again (the
+    #: CUDA backend's nvcc build is kept per process), so the session prefetches as before.
+    pool_builds_cached: ClassVar[bool] = False
     #: Modules a compile-pool process imports before its first compile (only the compiler).
     compiler_modules: ClassVar[tuple[str, ...]] = ()
     #: Whether an exhaustive sweep hands the pool its costliest compiles first

@@ -63,8 +63,10 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # extension serves bokeh's own copy and the labextension loads it (labextension/src/bokeh.ts)
     session = TuningSession(spec, worker, limits)
     session.cold_phases_ms = cold
-    # the pool compiles the configs Autotune will sweep; the worker no longer prefetches them
-    compile_ahead.send_soon(pool, spec, limits, then=session.compiled_elsewhere)
+    # the pool compiles the configs Autotune will sweep; where the worker's own compile hits
+    # the pool's builds in a cache (Triton's), the worker no longer prefetches them
+    told = session.compiled_elsewhere if get_backend(spec.backend).pool_builds_cached else None
+    compile_ahead.send_soon(pool, spec, limits, then=told)
     ceilings = cached_ceilings(device)
     panel = KernelPanel(session, choose_config(spec, None, limits), ceilings)
     panel.shown()  # the first result, so the output shows numbers (its report may follow)

@@ -27,6 +27,7 @@ class TritonFacts(BackendBase):
     language: ClassVar[str] = "Triton"
     compiler_controls: ClassVar[frozenset[str] | None] = frozenset({"name_prefix", "maxnreg"})
     shares_pool_hints: ClassVar[bool] = True  # the argument types, one inputs() call for all
+    pool_builds_cached: ClassVar[bool] = True  # the pool fills TRITON_CACHE_DIR
     builds_launcher_ahead: ClassVar[bool] = True  # Triton 3.6's launcher, a pool task of its own
     export_formats: ClassVar[tuple[str, ...]] = ("triton", "kernel_tuner")  # @triton.autotune
 
