@@ -69,6 +69,7 @@ from jupyter_ktune.backends.triton.profile import profile_triton
 from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
 from jupyter_ktune.compiler_controls import rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
+from jupyter_ktune.lean_import import cell_packages, load_leanly
 from jupyter_ktune.measure.breakdown import Breakdown
 from jupyter_ktune.measure.timing import HostClock
 from jupyter_ktune.problem_key import inputs_key
@@ -164,7 +165,9 @@ class TritonBackend(TritonFacts):
         try:
             if interpret and asks_for_target(spec.source):
                 install_target_driver(spec.options.arch)
-            module = load_module(module_source(spec), spec.name, spec.body_line)
+            text = module_source(spec)  # packages imported lean: their __init__ on demand
+            module = load_leanly(lambda: load_module(text, spec.name, spec.body_line),
+                                 cell_packages(text, spec.origin))
         except CacheFolderError:
             raise  # not the cell's fault: "cannot run", with the fix
         except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
