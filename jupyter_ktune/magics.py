@@ -23,7 +23,7 @@ from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
 from jupyter_ktune.ui.start import panel_for
 
 
-def warm_worker(line: str) -> threading.Thread | None:
+def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     """Have the device worker import the cell's backend and open the device on a thread, while
     this process parses the cell: the worker's torch, Triton and CUDA context took 7.5-8.3 s of
     a fresh notebook's first Triton cell (issue 33). A Triton cell's parse then asks the same
@@ -40,6 +40,7 @@ def warm_worker(line: str) -> threading.Thread | None:
     backend = found.group(1) if found else DEFAULT_BACKEND
     if backend not in backend_names():
         return None
+    start_compile_processes(backend, cell)
 
     def open_device() -> None:
         with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
@@ -48,6 +49,18 @@ def warm_worker(line: str) -> threading.Thread | None:
     thread = threading.Thread(target=open_device, name="ktune-warm-worker", daemon=True)
     thread.start()
     return thread
+
+
+def start_compile_processes(backend: str, cell: str) -> None:
+    """Where a GPU is visible (the compile pool runs only there), start the pool's fork server
+    with the backend's compiler imported, while the worker opens the device
+    (:func:`~jupyter_ktune.tuning.pool.start_fork_server`)."""
+    from jupyter_ktune.backends.base import nvidia_gpu_visible
+    from jupyter_ktune.tuning.pool import start_fork_server
+
+    if nvidia_gpu_visible():
+        with contextlib.suppress(Exception):  # a head start only: the pool spawns otherwise
+            start_fork_server(backend, cell)
 
 
 @magics_class
@@ -71,7 +84,7 @@ class KtuneMagics(Magics):
         The body may declare the space with ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
         """
         try:
-            warm_worker(line)  # the worker opens the backend while the cell is parsed
+            warm_worker(line, cell)  # the worker opens the backend while the cell is parsed
             spec = parse_cell(line, cell, self.shell.user_ns)
             if spec.package_source:  # --from: the package's text, read-only, above the result
                 from IPython.display import HTML, display

@@ -11,6 +11,7 @@ creating their own do not count.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import queue
 import subprocess
@@ -136,8 +137,11 @@ def test_kill_9_of_a_sweeping_script_leaves_no_process_semaphore_or_segment(tmp_
     finally:
         proc.kill()
         proc.wait()
-    # the compile pool, its resource tracker, the worker and its input helper were all there
-    for part in ("spawn_main", "resource_tracker", "runner.worker", "inputs_ahead"):
+    # the compile pool (forked from multiprocessing's fork server where there is one), its
+    # resource tracker, the worker and its input helper were all there
+    pool = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
+        else "spawn_main"
+    for part in (pool, "resource_tracker", "runner.worker", "inputs_ahead"):
         assert part in names, f"no {part} process under the sweep: {names}"
     assert any(Path(p).name.startswith("sem.") for p in held), held
     deadline = time.monotonic() + 5

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 WATCH_EVERY_S = 0.25  # how often a helper looks at its parent: it exits well within 5 s
 
@@ -66,3 +67,47 @@ def _kill_me_with_parent_thread() -> None:
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def exit_with_process(pid: int, code: int = 4) -> None:
+    """Exit this process once the process ``pid``, which is not its parent, has ended.
+
+    For a compile-pool process forked by multiprocessing's fork server: its parent is the
+    server, which exits only once every process it forked has (each holds the server's
+    "alive" pipe), so a watch of the parent would keep both alive after the notebook's
+    ``kill -9``. Watched through a pidfd where Linux has one (an ended process, a zombie
+    included, makes it readable), else by polling for the process and its zombie state."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    if fd is None and not _running(pid):
+        os._exit(code)
+
+    def watch() -> None:
+        if fd is not None:
+            import select
+
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while not poller.poll(None):
+                pass
+        else:
+            while _running(pid):
+                time.sleep(WATCH_EVERY_S)
+        os._exit(code)
+
+    threading.Thread(target=watch, name="ktune-notebook-watch", daemon=True).start()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie answers kill(0) until its parent reaps it
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

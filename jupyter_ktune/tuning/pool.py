@@ -1,6 +1,8 @@
 """The compile pool: the processes that compile a sweep's upcoming configs on the CPU cores.
 
-Spawned, never forked (the notebook has threads and maybe a GPU context); warmed with the
+Never forked from the notebook (it has threads and maybe a GPU context): forked from
+multiprocessing's fork server, a clean process that imported the compiler (and torch, for a cell
+that imports it) once, or spawned where there is none (:func:`pool_context`); warmed with the
 backend's compiler imports; kept for later sweeps of the same process (:func:`shared_pool`);
 at a lower CPU priority than the device worker; deaf to the notebook's Interrupt. What the
 pool runs is in :mod:`jupyter_ktune.tuning.runners` (``precompile``, ``preload``).
@@ -12,6 +14,7 @@ import atexit
 import concurrent.futures as cf
 import contextlib
 import os
+import re
 import signal
 import threading
 from concurrent.futures import Future
@@ -33,21 +36,26 @@ def warm_up(backend: str) -> None:
 POOL_NICENESS = 10
 
 
-def pool_process_setup(parent: int | None = None) -> None:
+def pool_process_setup(parent: int | None = None, env: dict[str, str] | None = None) -> None:
     """Pool initializer: leave Interrupt to the notebook, compile at a lower priority, and
-    exit when the process ``parent`` that started the pool dies (:func:`die_with`).
+    exit when the process ``parent`` that started the pool dies (:func:`die_with`). ``env``:
+    the notebook's environment when the pool started, which a process forked from the fork
+    server (started earlier, with the environment of then) takes, as a spawned one would.
 
     Jupyter signals the kernel's whole process group: each pool process died of
     KeyboardInterrupt with a traceback (bench/results/notebook_headless/2026-12-01-1618) and
     the pool was broken for the next sweep. The sweep stops in the notebook's process."""
     with contextlib.suppress(ValueError, AttributeError):  # not the main thread / no SIGINT
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if env is not None and env != dict(os.environ):  # forked by the fork server
+        os.environ.clear()
+        os.environ.update(env)
     lower_priority()
     if parent is not None:
-        die_with(parent)
+        die_with(parent, forked=env is not None)
 
 
-def die_with(parent: int) -> None:
+def die_with(parent: int, forked: bool = False) -> None:
     """Exit once the notebook (or script) ``parent`` is gone, whatever killed it (issue 34).
 
     A pool process waits on its call queue, whose pipe it holds both ends of: ``kill -9`` of
@@ -56,9 +64,12 @@ def die_with(parent: int) -> None:
     pipe close and unlinks them. A watch of the parent id, not ``PR_SET_PDEATHSIG``: the pool is
     started from whichever thread submits first, and would die with that thread.
     """
-    from jupyter_ktune.runner.parent_death import exit_with_parent
+    from jupyter_ktune.runner.parent_death import exit_with_parent, exit_with_process
 
-    exit_with_parent(parent)
+    if forked:  # the fork server's child: the notebook is not its parent
+        exit_with_process(parent)
+    else:
+        exit_with_parent(parent)
 
 
 def lower_priority() -> None:
@@ -83,15 +94,71 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     the caller goes on (a sweep starts its device worker meanwhile): spawned processes otherwise
     start one by one as configs arrive and each pays its imports on the critical path.
     """
-    import multiprocessing
-
+    context = pool_context(preload_for(backend) if backend is not None else [])
+    forked = context.get_start_method() == "forkserver"
     pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=pool_process_setup,
-                                  initargs=(os.getpid(),),
-                                  mp_context=multiprocessing.get_context("spawn"))
+                                  initargs=(os.getpid(), dict(os.environ) if forked else None),
+                                  mp_context=context)
     if backend is not None:
         for _ in range(workers):
             pool.submit(warm_up, backend)
     return pool
+
+
+FORKSERVER_ENV = "KTUNE_POOL_FORKSERVER"  # "0": spawn every compile process, as before
+
+
+def pool_context(preload: list[str]) -> Any:
+    """The multiprocessing context of the compile pools: the fork server where this platform
+    has one, whose first start imports the modules ``preload`` names, once; else spawn.
+
+    Spawned, each of 15 processes imported Triton, torch and the cell's package itself, all at
+    once beside the device worker's own imports: on an H100 Autotune pressed at the first
+    result found no process ready for 1.8-3.3 s after the press, while the compiles it waited
+    for took 0.05-0.35 s each (bench/results/corpus_vs_autotune/2026-12-05-1821). Forked from
+    a server that imported them once, a process is ready as soon as it imports the cell's own
+    modules. The server is multiprocessing's own (one per notebook): a preload asked after it
+    started is not applied, and those processes import for themselves, as spawned ones do.
+    The server never opens the GPU (compile processes compile ahead of time, for a target)."""
+    import multiprocessing
+
+    if os.environ.get(FORKSERVER_ENV, "1") == "0" \
+            or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    if preload:
+        context.set_forkserver_preload(["__main__", "jupyter_ktune.tuning.runners", *preload])
+    return context
+
+
+def preload_for(backend: str, cell: str = "") -> list[str]:
+    """What a compile process of ``backend`` imports before its first compile: the backend's
+    compiler modules, and torch where ``cell`` (or any Triton cell, when not given) imports
+    it (the cell's module imports it in each process otherwise)."""
+    import importlib.util
+
+    from jupyter_ktune.backends import get_backend
+
+    names = list(getattr(get_backend(backend), "compiler_modules", ()))
+    asks_torch = re.search(r"^\s*(import|from)\s+torch\b", cell, re.M) if cell \
+        else backend == "triton"
+    if asks_torch and importlib.util.find_spec("torch") is not None:
+        names.append("torch")
+    return names
+
+
+def start_fork_server(backend: str, cell: str) -> None:
+    """Start the compile pools' fork server now, on a thread, with ``backend``'s compiler
+    (and torch, where ``cell`` imports it) imported in it: a ``%%kernel`` cell calls this when
+    it starts, where a GPU is visible, so the pool its panel starts a few seconds later forks
+    ready processes. Nothing where the pools are spawned."""
+    context = pool_context(preload_for(backend, cell))
+    if context.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    threading.Thread(target=forkserver.ensure_running, name="ktune-fork-server",
+                     daemon=True).start()
 
 
 _pools: dict[tuple[Any, ...], cf.ProcessPoolExecutor] = {}
