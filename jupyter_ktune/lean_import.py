@@ -45,6 +45,9 @@ class _DeferredInit(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, get_source, get_data...
+        return getattr(self.real, name)
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return None  # the default module
 
@@ -137,31 +140,33 @@ def is_lean(module: Any) -> bool:
 
 
 #: packages whose ``__init__`` is the package (a C library loaded, a config set up): never
-#: deferred, whatever a cell imports of them
+#: deferred, whatever a cell imports of them; nor is the backend's compiler (``never``)
 FOUNDATIONS = frozenset({
-    "torch", "triton", "numpy", "jax", "jaxlib", "cupy", "cupyx", "scipy", "tensorflow", "numba",
-    "cuda", "nvidia", "cutlass", "jupyter_ktune", "IPython", "einops", "packaging"})
+    "torch", "numpy", "jax", "jaxlib", "cupy", "cupyx", "scipy", "tensorflow", "numba",
+    "cutlass", "jupyter_ktune", "IPython", "einops", "packaging"})
 
 
-def cell_packages(source: str, origin: str = "") -> tuple[str, ...]:
+def cell_packages(source: str, origin: str = "", never: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The top-level packages a cell's module may import leanly: those of whose submodules it
     imports one (``from fla.ops.utils.op import exp``: ``fla``), and a ``--from`` cell's own
-    (``origin``), less :data:`FOUNDATIONS`. A package imported whole (``import fla``) is
+    (``origin``), less :data:`FOUNDATIONS` and the top-level packages of the modules ``never``
+    (the backend's compiler modules). A package imported whole (``import fla``) is
     asked for by name, so deferring its ``__init__`` would gain nothing."""
     import ast
 
     names = {origin.split(":", 1)[0].split(".", 1)[0].strip()} if origin else set()
+    never = FOUNDATIONS | {m.split(".", 1)[0] for m in never}
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return tuple(sorted(n for n in names if n and n not in FOUNDATIONS))
+        return tuple(sorted(n for n in names if n and n not in never))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level \
                 and "." in node.module:
             names.add(node.module.split(".", 1)[0])
         elif isinstance(node, ast.Import):
             names.update(a.name.split(".", 1)[0] for a in node.names if "." in a.name)
-    return tuple(sorted(n for n in names if n and n not in FOUNDATIONS))
+    return tuple(sorted(n for n in names if n and n not in never))
 
 
 def load_leanly(load: Callable[[], Any], packages: tuple[str, ...]) -> Any:

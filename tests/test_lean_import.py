@@ -89,6 +89,11 @@ PACKAGE = {
     "pkg/sub/leaf.py": "SCALE = 2\n",
     "pkg/named.py": "from pkg import ANSWER\nVALUE = ANSWER\n",
     "pkg/needs_init.py": "import os\nassert os.environ.get('PKG_READY'), 'pkg init not run'\n",
+    "pkg/sub/table.txt": "16 32 64\n",
+    "pkg/sub/reads.py": "import importlib.resources, inspect, sys\n"
+                        "TEXT = importlib.resources.files('pkg.sub').joinpath('table.txt')"
+                        ".read_text().split()\n"
+                        "LOADER = sys.modules['pkg.sub'].__spec__.loader.get_source('pkg.sub')\n",
 }
 
 LEAN_CASE = """
@@ -148,7 +153,15 @@ def test_which_packages_a_cell_imports_leanly() -> None:
         except ImportError:
             pass
     """)
-    assert cell_packages(text) == ("liger_kernel", "xformers")
+    assert cell_packages(text) == ("liger_kernel", "triton", "xformers")
+    assert cell_packages(text, never=("triton.compiler",)) == ("liger_kernel", "xformers")
     assert cell_packages("import fla", "flag_gems.ops.mm:mm_kernel (flag-gems 5.0.2)") \
         == ("flag_gems",)
     assert cell_packages("def (") == ()
+
+
+def test_a_lean_package_still_serves_its_files_and_source(package: Path) -> None:
+    """A package created lean keeps its loader's answers (``importlib.resources``, the source):
+    packages read their config tables that way (pkg.sub's ``__init__`` raises if run)."""
+    out = _case(package, "pkg.sub.reads", "TEXT")
+    assert out["value"] == ["16", "32", "64"] and out["pkg_lean"] is True

@@ -45,7 +45,8 @@ def test_pool_processes_fork_from_one_server_that_imported_torch_once(tmp_path: 
     pytest.importorskip("torch")
     out = _run("""
         if __name__ == "__main__":
-            from jupyter_ktune.tuning.pool import make_pool
+            from jupyter_ktune.tuning.pool import make_pool, start_fork_server
+            start_fork_server("triton", "import torch\\n")
             pool = make_pool(2, "triton")
             got = [pool.submit(probe).result(timeout=240) for _ in range(4)]
             print(json.dumps({"me": os.getpid(), "got": got}))

@@ -108,6 +108,10 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
 FORKSERVER_ENV = "KTUNE_POOL_FORKSERVER"  # "0": spawn every compile process, as before
 
 
+_preload_chosen = False  # the fork server's preload is chosen once, by the first to ask
+_preload_lock = threading.Lock()
+
+
 def pool_context(preload: list[str]) -> Any:
     """The multiprocessing context of the compile pools: the fork server where this platform
     has one, whose first start imports the modules ``preload`` names, once; else spawn.
@@ -117,8 +121,9 @@ def pool_context(preload: list[str]) -> Any:
     result found no process ready for 1.8-3.3 s after the press, while the compiles it waited
     for took 0.05-0.35 s each (bench/results/corpus_vs_autotune/2026-12-05-1821). Forked from
     a server that imported them once, a process is ready as soon as it imports the cell's own
-    modules. The server is multiprocessing's own (one per notebook): a preload asked after it
-    started is not applied, and those processes import for themselves, as spawned ones do.
+    modules. The server is multiprocessing's own (one per notebook) and its preload is the first one
+    asked for (a cell's start: ``start_fork_server``); what it lacks, a process imports for
+    itself, as a spawned one does.
     The server never opens the GPU (compile processes compile ahead of time, for a target)."""
     import multiprocessing
 
@@ -126,23 +131,25 @@ def pool_context(preload: list[str]) -> Any:
             or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    if preload:
-        context.set_forkserver_preload(["__main__", "jupyter_ktune.tuning.runners", *preload])
+    global _preload_chosen
+    with _preload_lock:
+        if preload and not _preload_chosen:  # the first asked, a cell's start: kept
+            _preload_chosen = True
+            context.set_forkserver_preload(["__main__", "jupyter_ktune.tuning.runners", *preload])
     return context
 
 
 def preload_for(backend: str, cell: str = "") -> list[str]:
     """What a compile process of ``backend`` imports before its first compile: the backend's
-    compiler modules, and torch where ``cell`` (or any Triton cell, when not given) imports
-    it (the cell's module imports it in each process otherwise)."""
+    compiler modules, and torch where ``cell`` imports it (the cell's module imports it in
+    each process otherwise: 2-3 s each on an H100 host)."""
     import importlib.util
 
     from jupyter_ktune.backends import get_backend
 
     names = list(getattr(get_backend(backend), "compiler_modules", ()))
-    asks_torch = re.search(r"^\s*(import|from)\s+torch\b", cell, re.M) if cell \
-        else backend == "triton"
-    if asks_torch and importlib.util.find_spec("torch") is not None:
+    if re.search(r"^\s*(import|from)\s+torch\b", cell, re.M) \
+            and importlib.util.find_spec("torch") is not None:
         names.append("torch")
     return names
 

@@ -167,7 +167,7 @@ class TritonBackend(TritonFacts):
                 install_target_driver(spec.options.arch)
             text = module_source(spec)  # packages imported lean: their __init__ on demand
             module = load_leanly(lambda: load_module(text, spec.name, spec.body_line),
-                                 cell_packages(text, spec.origin))
+                                 cell_packages(text, spec.origin, self.compiler_modules))
         except CacheFolderError:
             raise  # not the cell's fault: "cannot run", with the fix
         except Exception as exc:  # noqa: BLE001 - any import-time error is the cell's
