@@ -256,3 +256,32 @@ def test_a_spec_built_in_code_gets_a_live_panel_of_its_own(worker):
     with pytest.raises(CellError, match="no tunables") as err:
         jupyter_ktune.panel(parse_cell(LINE, "def scale(x, y, n):\n    y[:] = 2 * x\n", NS))
     assert "run_kernel" in err.value.fix
+
+
+def test_the_first_config_runs_while_the_views_are_built(worker, monkeypatch):
+    """The panel asks for its first config before it builds its views (0.4-0.7 s of Bokeh
+    figures on an H100 host, issue 33), and shows the result that came back meanwhile once
+    they are built. Here the views' building waits until the first result is delivered."""
+    import jupyter_ktune.ui.app as app
+
+    built = app.AutotuneBar.__init__
+    seen: list[int] = []
+
+    def slow_build(self, panel):
+        deadline = time.monotonic() + 20
+        while not panel.session.history and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(len(panel.session.history))
+        built(self, panel)
+
+    monkeypatch.setattr(app.AutotuneBar, "__init__", slow_build)
+    spec = parse_cell(LINE, SRC, NS)
+    session = TuningSession(spec, worker, {"SMEM_PER_BLOCK": 1000}, prefetch=False)
+    try:
+        p = KernelPanel(session, spec.space.default({"SMEM_PER_BLOCK": 1000}), ceilings=None)
+        assert seen == [1], "the first result was not delivered while the views were built"
+        assert p.current is not None and "correct" in p.badge.value
+        assert len(p.timing.hist.data["i"]) == 1
+        assert p.heatmap.source.data["config"] == ["BLOCK=1 SWIZZLE=none"]
+    finally:
+        session.close()

@@ -115,6 +115,11 @@ class KernelPanel:
             space, start, session.violations, self._request,
             lambda v, why: refusal_reasons(space, space.config(v), session.limits, why))
         self.badge = w.HTML(layout=w.Layout(min_height="30px"))  # "running …" is one line too
+        # the first config runs while the views are built (0.4-0.7 s of Bokeh figures on an
+        # H100 host, issue 33); what it delivers meanwhile waits in _early for them
+        self._early: list[Delivery] | None = []
+        session.subscribe(self._deliver_when_built)
+        self._request(self.controls.values)
         self.autotune = AutotuneBar(self)  # issue 7: sweeps with a progress bar
         self.cannot_run = w.HTML(layout=w.Layout(display="none"))
         # stands in the views that need a timed result (needs_timing) until there is one
@@ -149,8 +154,10 @@ class KernelPanel:
         self.root.add_class("ktune-panel")
         self._snap_timer: threading.Timer | None = None
         self._snap_due = 0.0
-        session.subscribe(self._deliver)
-        self._request(self.controls.values)
+        with self._lock:
+            early, self._early = self._early, None
+        for d in early:
+            self._deliver(d)
 
     def __getattr__(self, name: str) -> Any:
         """What a view exports (``panel.heatmap``, ``panel.pin``), read from that view."""
@@ -167,6 +174,13 @@ class KernelPanel:
         self.badge.value = ("<div class='ktune-badge' style='line-height:1.6'><i>running "
                             f"{escape(Config(values).label())} …</i></div>")
         self.session.request(values, self.controls.outcome(values))  # checked: not again
+
+    def _deliver_when_built(self, d: Delivery) -> None:
+        with self._lock:
+            if self._early is not None:  # the views are still being built
+                self._early.append(d)
+                return
+        self._deliver(d)
 
     def _deliver(self, d: Delivery, kind: str | None = None) -> None:
         r = d.result
