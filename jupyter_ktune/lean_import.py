@@ -1,11 +1,12 @@
 """Import a kernel's package without running its packages' ``__init__`` files first.
 
-A ``--from`` cell is cut out of a package's module (:mod:`jupyter_ktune.from_package`), and its
-imports (``from fla.ops.utils.op import exp``) run every ``__init__.py`` above the module they
-name: ``fla/ops/__init__.py`` imports all of fla's ops, ``liger_kernel/ops/__init__.py`` all
+A cell holding a package's kernel (pasted, or cut out with ``--from``,
+:mod:`jupyter_ktune.from_package`) imports what it uses from the package's modules
+(``from fla.ops.utils.op import exp``), and Python runs every ``__init__.py`` above the module
+named: ``fla/ops/__init__.py`` imports all of fla's ops, ``liger_kernel/ops/__init__.py`` all
 of Liger's. On an H100 the cell's module took 7.5-10.1 s to import in the worker after torch
-and Triton were in (bench/results/corpus_vs_autotune/2026-12-05-1801), most of the first
-result, and every compile-pool process paid it again before its first compile.
+and Triton were in (``97a80e6:bench/results/corpus_vs_autotune/2026-12-05-1801``), most of the
+first result, and every compile-pool process paid it again before its first compile.
 
 Inside :func:`lean`, a package of the named top-level packages is created without executing
 its ``__init__.py``; its modules import as usual. The package's ``__init__`` runs the first
@@ -53,18 +54,16 @@ class _DeferredInit(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         lock = threading.RLock()
-        state = {"ran": False}
         real = self.real
 
         def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562's module hook
             if name in _PROBES:
                 raise AttributeError(name)  # tooling's questions (inspect, typing), not the API
             sub = f"{module.__name__}.{name}"
-            if not state["ran"] and importlib.util.find_spec(sub) is not None:
+            if is_lean(module) and importlib.util.find_spec(sub) is not None:
                 return importlib.import_module(sub)
             with lock:
-                if not state["ran"]:
-                    state["ran"] = True
+                if is_lean(module):
                     module.__ktune_lean__ = False  # type: ignore[attr-defined]
                     module.__dict__.pop("__getattr__", None)
                     real.exec_module(module)  # the package's own __init__, now

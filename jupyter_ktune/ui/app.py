@@ -154,10 +154,14 @@ class KernelPanel:
         self.root.add_class("ktune-panel")
         self._snap_timer: threading.Timer | None = None
         self._snap_due = 0.0
-        with self._lock:
-            early, self._early = self._early, None
-        for d in early:
-            self._deliver(d)
+        while True:  # in order: what arrives while these are shown waits behind them
+            with self._lock:
+                early = self._early
+                self._early = [] if early else None
+            if not early:
+                break
+            for d in early:
+                self._deliver(d)
 
     def __getattr__(self, name: str) -> Any:
         """What a view exports (``panel.heatmap``, ``panel.pin``), read from that view."""
