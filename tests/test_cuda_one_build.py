@@ -10,7 +10,9 @@ below is compiled both ways, nvcc through the backend's static report and NVRTC 
 from __future__ import annotations
 
 import sys
+import threading
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,37 @@ def test_the_run_loads_the_static_reports_cubin_built_once(gpu_backend: CudaBack
     (cubin, name), = FakeRawModule.loaded
     assert cubin == report.cubin and name == "_Z1kPfPKfi" and variant.expr == "k"
     assert len(calls) == 1
+
+
+@needs_nvcc
+def test_the_run_loads_the_cubin_while_the_report_thread_reads_its_sass(
+        gpu_backend: CudaBackend, monkeypatch) -> None:
+    """The run waits for nvcc, not for the disassembler (issue 33): while the report thread
+    reads the SASS of the one build, the run loads its cubin; the report gets the mix after."""
+    from jupyter_ktune.measure import sass
+
+    reading, release = threading.Event(), threading.Event()
+    real = sass.disassemble
+
+    def held(path):
+        reading.set()
+        assert release.wait(10), "the run never came back while the SASS was read"
+        return real(path)
+
+    monkeypatch.setattr(sass, "disassemble", held)
+    spec = parse_cell("k --backend cuda", HEAD + IDIOMS["math constants (M_PI, M_SQRT2, M_LN2)"])
+    config = spec.space.config(BLOCK=128)
+    with ThreadPoolExecutor(1) as pool:
+        report = pool.submit(gpu_backend.static_report, spec, config)
+        assert reading.wait(120), "nvcc never finished"
+        variant = gpu_backend.compile(spec, config)
+        loaded_before_the_sass = not report.done()
+        release.set()
+        done = report.result()
+    assert loaded_before_the_sass and variant.expr == "k"
+    (cubin, name), = FakeRawModule.loaded
+    assert cubin == done.cubin and done.kernels[name].sass is not None
+    assert not done.sass_error and "disassembler" in done.versions
 
 
 PIPELINE = """// ktune: BLOCK in [128, 256]

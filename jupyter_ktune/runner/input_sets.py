@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jupyter_ktune.errors import CellError
@@ -133,6 +134,43 @@ def ensure_expected(spec: KernelSpec, current: dict[str, Any],
     if "on_device" not in current:
         current["on_device"] = (DeviceReference(current["expected"])
                                 if current["expected"] is not None else None)
+
+
+class SetBesideBuild:
+    """A new variant's input set and its reference, made while the variant's build runs beside.
+
+    A run starts the variant's static report first, in its thread, and for every built-in
+    backend that is the very build the run loads (nvcc's cubin, Triton's compile for the
+    target, the Pallas lowering), so the run's compile only waits for it. Drawn after that
+    wait, the inputs and the reference ran serially behind the build: on the H200 a CUDA C++
+    cell's first result waited 1.6-1.9 s for nvcc, then 0.75-1.6 s for a torch reference
+    (bench/results/first_minute/2026-12-04-1612). Made first, they overlap the build.
+
+    What they raise is held, and :meth:`raise_held` raises it where it was raised before: a
+    compile error is still reported first, an inputs error before the binding, a reference
+    error after it (a missing argument names the kernel's parameter first). Neither function
+    is called a second time for it.
+    """
+
+    def __init__(self, spec: KernelSpec, config: Config, io: str,
+                 tick: Callable[[str], None]) -> None:
+        self.failed: tuple[str, Exception] | None = None
+        try:
+            current = current_set(spec, config, io, reused=False)
+        except Exception as exc:  # noqa: BLE001 - raised again after the compile
+            self.failed = ("inputs", exc)
+        tick("inputs")
+        if self.failed is None:
+            try:
+                ensure_expected(spec, current, config)
+            except Exception as exc:  # noqa: BLE001 - raised again after the binding
+                self.failed = ("reference", exc)
+            tick("reference")
+
+    def raise_held(self, stage: str) -> None:
+        """Raise what ``stage`` ("inputs", "reference") raised, if it did."""
+        if self.failed is not None and self.failed[0] == stage:
+            raise self.failed[1]
 
 
 def prepare_inputs(spec: KernelSpec) -> dict[str, float]:

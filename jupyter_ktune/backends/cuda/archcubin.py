@@ -164,6 +164,6 @@ def compile_with_nvcc(backend: Any, spec: KernelSpec, config: Config,
                       ) -> CudaVariant | PipelineVariant:
     """Build the variant with nvcc (the backend's static report, built once) and load its
     cubin; ``extra_defines`` for the scope trace's build (``variant.module`` its globals)."""
-    # raises CompileFailure with cell lines
-    report = backend.nvcc_report(spec, config, extra_defines=extra_defines)
+    # raises CompileFailure with cell lines; loaded while the report thread reads its SASS
+    report = backend.nvcc_report(spec, config, extra_defines=extra_defines, cubin_only=True)
     return load_cubin(backend, spec, config, report)

@@ -84,8 +84,9 @@ _STICKY = {700, 702, 710, 714, 715, 716, 717, 718, 719, 999}
 #: Why a CUDA C++ cell does not run on a machine without an NVIDIA GPU: what would let it run.
 NO_GPU = ("no NVIDIA GPU here: a CUDA C++ kernel runs only on a machine with one (and CuPy "
           "there); this machine compiles it and shows its static report")
-#: nvcc builds kept per worker (cubin and report): the run and the report thread share one
-_BUILDS_KEPT = 64
+#: nvcc builds kept per worker (a cubin, and its report with the SASS): the run and the report
+#: thread share one
+_BUILDS_KEPT = 128
 
 
 class CudaBackend(BackendBase):
@@ -183,10 +184,16 @@ class CudaBackend(BackendBase):
         return self.nvcc_report(spec, config)
 
     def nvcc_report(self, spec: KernelSpec, config: Config,
-                    extra_defines: Mapping[str, str] | None = None) -> Any:
+                    extra_defines: Mapping[str, str] | None = None,
+                    cubin_only: bool = False) -> Any:
         """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
-        cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them."""
-        from jupyter_ktune.backends.cuda.static import CompileError, compile_static
+        cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them.
+        ``cubin_only``: the build before its SASS is read (what a run loads), the same nvcc."""
+        from jupyter_ktune.backends.cuda.static import (
+            CompileError,
+            compile_static,
+            with_disassembly,
+        )
         from jupyter_ktune.measure.static import in_sweep_pool
 
         # name_prefix: the kernel renamed in the source
@@ -210,11 +217,11 @@ class CudaBackend(BackendBase):
         folders = [include_dir(), *include_dirs(spec)]
         threads = static_block(first, cxx)
 
-        def build() -> Any:
+        def build() -> Any:  # the SASS is read apart: a run loads the cubin without it
             try:
                 rep = compile_static(path, arch=spec.options.arch, defines=defines,
                                      include_dirs=folders, extra_flags=flags,
-                                     threads_per_block=threads)
+                                     threads_per_block=threads, sass=False)
                 return dataclasses.replace(rep, dynamic_smem=static_smem(first, cxx))
             except CompileError as exc:
                 raise CompileFailure("cuda (nvcc)", exc.log, parse_diagnostics(
@@ -222,7 +229,10 @@ class CudaBackend(BackendBase):
 
         key = (str(path), spec.options.arch, tuple(defines.items()), tuple(map(str, folders)),
                threads, static_smem(first, cxx), in_sweep_pool(), flags)
-        return self._once(key, build)
+        built = self._once(("cubin", *key), build)
+        if cubin_only or in_sweep_pool():  # a sweep's pool never disassembles (issue 35)
+            return built
+        return self._once(key, lambda: with_disassembly(built))
 
     def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
         """``build()``'s result, built once per key in this process: the report thread and the

@@ -1,0 +1,123 @@
+"""A new variant's inputs and reference are made while its build runs beside the run (issue 33).
+
+Every built-in backend's run waits for the static report's build (nvcc's cubin, Triton's
+compile for the target, the Pallas lowering), started first in its thread. These tests use the
+fake backend with a build that takes a while in the report thread and a compile that waits for
+it, as the CUDA backend's does: the run's inputs and reference must be called while that build
+is still running, and what they raise must still be reported as before, after a compile error
+and once each.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import ktune_fake_backend as fake
+import numpy as np
+import pytest
+
+from jupyter_ktune.api import parse_cell
+from jupyter_ktune.runner import execute, input_sets
+
+BUILD_S = 0.4
+
+
+class BuildsBeside(fake.FakeBackend):
+    """The fake, with a static report that builds for BUILD_S in the report thread and a
+    compile that loads that build (waits for it), as nvcc's cubin is loaded by the CUDA run."""
+
+    def __init__(self) -> None:
+        self.built = threading.Event()
+
+    def static_report(self, spec, config):
+        time.sleep(BUILD_S)
+        self.built.set()
+        return None
+
+    def compile(self, spec, config):
+        assert self.built.wait(10), "the build never finished"
+        return super().compile(spec, config)
+
+
+@pytest.fixture()
+def backend(monkeypatch):
+    built = BuildsBeside()
+    monkeypatch.setattr(execute, "get_backend", lambda name: built)
+    input_sets.forget_sets()
+    yield built
+    input_sets.forget_sets()
+
+
+def _spec(src: str, inputs, reference):
+    ns = {"inputs": inputs, "reference": reference}
+    return parse_cell("scale --backend fake --inputs inputs --reference reference --out y "
+                      "--budget-ms 5", src, ns)
+
+
+def _fresh_source(body: str) -> str:
+    # a source of its own per test: the static reports are kept per source hash and config
+    return f"# {time.monotonic_ns()}\n{body}"
+
+
+def test_the_inputs_and_the_reference_are_made_while_the_build_runs(backend) -> None:
+    seen: dict[str, bool] = {}
+
+    def inputs():
+        seen["inputs during the build"] = not backend.built.is_set()
+        return dict(x=np.random.rand(64), y=np.empty(64))
+
+    def reference(x, y):
+        seen["reference during the build"] = not backend.built.is_set()
+        return 2 * x
+
+    spec = _spec(_fresh_source("def scale(x, y):\n    y[:] = 2 * x\n"), inputs, reference)
+    t0 = time.perf_counter()
+    result = execute.run_variant(spec, spec.space.config({}))
+    assert result.status.value == "ok", result.reason
+    assert seen == {"inputs during the build": True, "reference during the build": True}
+    assert {"inputs", "reference", "compile"} <= set(result.phases_ms)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_compile_error_is_reported_before_the_inputs_error(backend) -> None:
+    calls: list[str] = []
+
+    def inputs():
+        calls.append("inputs")
+        raise ValueError("no such file: weights.npy")
+
+    spec = _spec(_fresh_source("def scale(x, y:\n    y[:] = 2 * x\n"), inputs,
+                 lambda x, y: 2 * x)
+    result = execute.run_variant(spec, spec.space.config({}))
+    assert result.status.value == "compile error", result.reason
+    assert "weights.npy" not in result.reason
+    assert len(calls) <= 1
+
+
+def test_an_inputs_error_of_a_kernel_that_compiles_is_the_result(backend) -> None:
+    calls: list[str] = []
+
+    def inputs():
+        calls.append("inputs")
+        raise ValueError("no such file: weights.npy")
+
+    spec = _spec(_fresh_source("def scale(x, y):\n    y[:] = 2 * x\n"), inputs,
+                 lambda x, y: 2 * x)
+    result = execute.run_variant(spec, spec.space.config({}))
+    assert result.status.value == "runtime error"
+    assert "weights.npy" in result.reason and calls == ["inputs"]
+
+
+def test_a_reference_error_is_reported_once_after_the_kernel_compiled(backend) -> None:
+    calls: list[str] = []
+
+    def reference(x, y):
+        calls.append("reference")
+        raise ZeroDivisionError("the reference divided by zero")
+
+    spec = _spec(_fresh_source("def scale(x, y):\n    y[:] = 2 * x\n"),
+                 lambda: dict(x=np.random.rand(64), y=np.empty(64)), reference)
+    result = execute.run_variant(spec, spec.space.config({}))
+    assert result.status.value == "runtime error"
+    assert "divided by zero" in result.reason and calls == ["reference"]
