@@ -64,6 +64,12 @@ class DeviceInfo:
     #: :mod:`jupyter_ktune.measure.ceilings` (a module-level function: it travels by
     #: reference); None: none (CPU, interpreter), and the roofline says so.
     measure_ceilings: Callable[[], Mapping[str, Any] | None] | None = None
+    #: What opening the device cost in the worker, ms per part (``"torch import"``, ``"device
+    #: context"``: :class:`.opening.Opening`): the first result's phases name what it cost
+    #: (``runner.describe.cold_phases``) instead of one lumped "imports and device" time.
+    #: Empty where the backend does not time it, and in the reply to a request that did not
+    #: open the device (the worker's ``device`` request); not part of the device's identity.
+    opening_ms: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
 
 def device_limits(device: DeviceInfo) -> dict[str, int]:

@@ -11,7 +11,9 @@ once. It used to be read in a child interpreter at parse and imported again by t
 
 What the parse waited for (the worker's start, the backend's imports and the device, the cell's
 module) is noted per worker and cell (:func:`note_cold`) and added to the cell's first result
-by its panel (:func:`take_cold`): every cold cost is a phase of the first result.
+by its panel (:func:`take_cold`): every cold cost is a phase of the first result. The device's
+opening is split as the worker timed it (``DeviceInfo.opening_ms``: "torch import", "triton
+import", "device context"; :func:`cold_phases`).
 """
 
 from __future__ import annotations
@@ -65,19 +67,32 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
     if kind != "ok":
         raise CellError(f"the device worker could not read the cell's module: {value}", line=1,
                         fix="Check the module-level code of the cell (its imports).")
-    phases = cold_phases(worker, waits, t1 - t0, spec.backend)
+    phases = cold_phases(worker, waits, t1 - t0, spec.backend, device)
     phases[MODULE_PHASE] = (t2 - t1) * 1e3
     note_cold(worker, spec, phases)
     return value
 
 
-def cold_phases(worker: Any, waits_before: int, device_s: float, backend: str) -> dict:
+def cold_phases(worker: Any, waits_before: int, device_s: float, backend: str,
+                device: Any) -> dict:
     """A first request's cold costs, ms per phase: waiting for the worker's start (0 when
     ``%load_ext`` started it early enough) and opening the device, which in a fresh worker is
-    the backend's imports and the device context (``worker.device``)."""
+    the backend's imports and the device context (``worker.device``, answered by ``device``).
+
+    Where the worker timed the opening's parts (``device.opening_ms``: "torch import", "triton
+    import", "device context"...: what this request opened), each is a phase, and the rest of
+    the request (its round trip, jupyter_ktune's own imports in the worker) is "<backend> device
+    request"; the phases add up to the same time. A DeviceInfo without the parts (an older
+    worker's, a backend that does not time them) keeps one phase, "<backend> imports and
+    device". Phases under 1 ms are left out."""
     waited = sum(worker.ready_waits_s[waits_before:])
-    out = {"worker start": waited * 1e3,
-           f"{backend} imports and device": max(device_s - waited, 0.0) * 1e3}
+    opening_ms = max(device_s - waited, 0.0) * 1e3
+    parts = dict(getattr(device, "opening_ms", None) or {})
+    out = {"worker start": waited * 1e3, **parts}
+    if parts:
+        out[f"{backend} device request"] = max(opening_ms - sum(parts.values()), 0.0)
+    else:
+        out[f"{backend} imports and device"] = opening_ms
     return {k: v for k, v in out.items() if v >= 1.0}
 
 

@@ -50,9 +50,10 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     waits, t0 = len(worker.ready_waits_s), time.perf_counter()
     device = worker.device(spec.backend)
     # what the parse waited for (the describe request: the worker's start, the backend's
-    # imports, the cell's module), then what this panel's device question waited for
+    # imports, the cell's module), then what this panel's device question waited for (the
+    # worker sends the opening's parts only to the request that opened the device: not twice)
     cold = _added(take_cold(worker, spec),
-                  cold_phases(worker, waits, time.perf_counter() - t0, spec.backend))
+                  cold_phases(worker, waits, time.perf_counter() - t0, spec.backend, device))
     pool = warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
     key = spec.name if replaces is None else replaces

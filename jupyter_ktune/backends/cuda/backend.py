@@ -71,6 +71,7 @@ from jupyter_ktune.backends.cuda.source import (
 from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
+from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.compiler_controls import check_controls, rename_cxx, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
@@ -136,8 +137,9 @@ class CudaBackend(BackendBase):
 
     @cached_property
     def _device(self) -> DeviceInfo:
+        opened = Opening()  # the first result's phases: cupy's import, then the device
         try:
-            import cupy
+            (cupy,) = opened.imports("cupy")
         except ImportError:
             if not nvidia_gpu_visible():  # installing CuPy could not help on this machine
                 return DeviceInfo(False, "CPU only", reason=NO_GPU)
@@ -151,7 +153,8 @@ class CudaBackend(BackendBase):
         else:
             why = "no CUDA device"
         if count == 0:
-            return DeviceInfo(False, "CPU only", reason=f"{NO_GPU} (CuPy: {why})")
+            return DeviceInfo(False, "CPU only", reason=f"{NO_GPU} (CuPy: {why})",
+                              opening_ms=opened.done())
         from jupyter_ktune.measure.clocks import driver_version
 
         dev = cupy.cuda.Device()
@@ -173,7 +176,8 @@ class CudaBackend(BackendBase):
                           measure_ceilings=measure_ceilings,
                           toolchain={"cupy": cupy.__version__,
                                      "cuda_runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
-                                     "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))})
+                                     "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))},
+                          opening_ms=opened.done())
 
     def device(self) -> DeviceInfo:
         """Describe the CUDA device (queried once, then cached)."""

@@ -67,6 +67,7 @@ from typing import Any, ClassVar
 
 from jupyter_ktune.backends.base import BackendBase, DeviceInfo, Variant
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
+from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.pallas.cell import (
     Target,
     cell_failure,
@@ -138,8 +139,9 @@ class PallasBackend(BackendBase):
 
     def device(self) -> DeviceInfo:
         """Describe the device; Pallas can always run (interpret mode on a CPU)."""
+        opened = Opening()  # the first result's phases: jax's import, then the target
         try:
-            import jax
+            (jax,) = opened.imports("jax")
         except ImportError:
             return DeviceInfo(False, "no JAX", reason=missing_reason("jax"))
         t = self.target
@@ -157,7 +159,8 @@ class PallasBackend(BackendBase):
 
             driver = driver_version()
         return DeviceInfo(True, t.name, compute_capability=t.compute_capability, limits=limits,
-                          driver=driver, toolchain=toolchain, measure_ceilings=measure_ceilings)
+                          driver=driver, toolchain=toolchain, measure_ceilings=measure_ceilings,
+                          opening_ms=opened.done())
 
     def static_capability(self, device: DeviceInfo) -> tuple[str, str]:
         """The lowered program's sizes, on a GPU only."""

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
+from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton import static as ts
@@ -123,16 +124,17 @@ class TritonBackend(TritonFacts):
 
     @cached_property
     def _device(self) -> DeviceInfo:
-        interpret = self.interpret
+        opened = Opening()  # the first result's phases: torch's import, triton's, the rest
+        choose_mode()  # the mode first: triton's import reads TRITON_INTERPRET
         try:
-            import torch
-            import triton
+            torch, triton = opened.imports("torch", "triton")
         except ImportError as exc:
             return DeviceInfo(False, "no Triton", reason=missing_reason(exc.name or "triton"))
         # plain str: torch's TorchVersion, unpickled in the notebook, imported torch there
         tools = {"triton": str(triton.__version__), "torch": str(torch.__version__)}
-        if interpret:
-            return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools)
+        if self.interpret:  # (the interpreter's patches: part of the device context)
+            return DeviceInfo(True, "CPU (Triton interpreter)", toolchain=tools,
+                              opening_ms=opened.done())
         from jupyter_ktune.measure.clocks import driver_version
 
         # the worker's first JIT lookup would hash Triton's installation (0.3 s) on the first
@@ -152,7 +154,7 @@ class TritonBackend(TritonFacts):
             start_warming()
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
                           driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda},
-                          measure_ceilings=measure_ceilings)
+                          measure_ceilings=measure_ceilings, opening_ms=opened.done())
 
     def device(self) -> DeviceInfo:
         """Describe the GPU, or the interpreter on a CPU machine."""
