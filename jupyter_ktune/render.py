@@ -168,7 +168,7 @@ def run_result_html(r: Any) -> str:
                   f"{r.static._repr_html_()}</details>")
     elif getattr(r, "static_pending", False):
         static = ("<div style='color:#57606a'>Static report: compiling for the target "
-                  "architecture; it appears here when ready.</div>")
+                  "architecture or reading its SASS; it appears here when ready.</div>")
     prov = ""
     if r.measurement is not None:
         p = r.measurement.provenance

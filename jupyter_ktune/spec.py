@@ -78,8 +78,9 @@ class RunOptions:
     atol: float | None = None
     reduction: int | None = None  # K of the normwise tolerance (--reduction), None: estimated
     static_only: bool = False
-    #: a run on a host-time device (an interpreter) may return before its static report (a
-    #: compile for the target arch in a child process): a panel's session fetches it after
+    #: a run that went through may return before its static report (under an interpreter a
+    #: compile for the target arch in a child process; on a GPU the reading of its SASS): a
+    #: panel's session fetches it after
     static_later: bool = False
     panel: bool = True
     result_name: str | None = None  # notebook variable for the panel / result (-o, --name)

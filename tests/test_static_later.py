@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 import cloudpickle
 import numpy as np
@@ -103,3 +104,47 @@ def test_the_cell_returns_before_the_report(triton_interpreter):
             panel.session.close()
     finally:
         worker.call(slow_reports, 0)
+
+
+def test_a_gpu_run_returns_before_its_sass_is_read_and_the_report_completes_it(monkeypatch):
+    """On a GPU the run loads the report's own build; reading its SASS (0.1-0.4 s) is left to
+    the report thread, and the result comes without it as under the interpreter. The report,
+    fetched later, gets the launch's threads per block where it has none (a Triton report)."""
+    import threading
+    from dataclasses import dataclass
+
+    import ktune_fake_backend as fake
+
+    from jupyter_ktune.backends.base import DeviceInfo
+    from jupyter_ktune.runner import execute, static_reports
+
+    @dataclass(frozen=True)
+    class Report:
+        threads_per_block: int | None = None
+
+    release = threading.Event()
+
+    class OnGpu(fake.FakeBackend):
+        def device(self):
+            return DeviceInfo(True, "a GPU (fake)", compute_capability="9.0")
+
+        def static_report(self, spec, config):
+            assert release.wait(30), "the run never came back before its report"
+            return Report()
+
+    monkeypatch.setattr(execute, "get_backend", lambda name: OnGpu())
+    spec = parse_cell("scale --backend fake --inputs inputs --reference reference --out y "
+                      "--budget-ms 5", f"# {time.monotonic_ns()}\ndef scale(x, y, n):\n"
+                      "    y[:] = 3 * x\n", {"inputs": inputs, "reference": reference})
+    config = spec.space.config({})
+    first = execute.run_variant(spec.with_options(static_later=True), config)
+    release.set()
+    assert first.status.value == "ok", first.reason
+    assert first.static_pending and first.static is None
+    deadline = time.monotonic() + 30
+    while (got := static_reports.report_if_done(spec.source_hash, spec.options.arch,
+                                                config)) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    done = static_reports.with_report(replace(first, launch={"block": (8, 4, 1)}), *got)
+    assert not done.static_pending and done.static == Report(threads_per_block=32)

@@ -10,7 +10,6 @@ inputs, bind, reference, the kernel's runs) is announced to the client as it sta
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import platform
 import time
@@ -42,7 +41,12 @@ from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, chec
     last_set,
     prepare_inputs,
 )
-from jupyter_ktune.runner.static_reports import report_future, seed_static  # noqa: F401 - API
+from jupyter_ktune.runner.static_reports import (  # noqa: F401 - seed_static: API
+    report_future,
+    report_later,
+    seed_static,
+    with_block,
+)
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.variant_key import variant_key
@@ -157,7 +161,7 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
 
     def finish(status: Status, reason: str = "", runtime_failure: CompileFailure | None = None,
                **kw: Any) -> RunResult:
-        late = report_later(spec, device, static_future, status)
+        late = report_later(spec, static_future, status)
         if not late and not static_future.done():
             phases.enter(phases.static_report())
         static, failure = (None, None) if late else static_future.result()
@@ -166,9 +170,7 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
         if host_time(device) and failure is not None and failure.diagnostics and status in (
                 Status.OK, Status.WRONG, Status.RUNTIME_ERROR):  # the interpreter ran code
             status, reason = Status.COMPILE_ERROR, str(failure)  # that does not compile
-        block = kw.get("launch", {}).get("block")
-        if static is not None and block and getattr(static, "threads_per_block", 0) is None:
-            static = dataclasses.replace(static, threads_per_block=math.prod(block))
+        static = with_block(static, kw.get("launch", {}))
         # the runtime compiler's messages win: they are about the code that would have run
         source = runtime_failure if runtime_failure and runtime_failure.diagnostics else failure
         diagnostics = tuple(source.diagnostics) if source else ()
@@ -336,16 +338,6 @@ def _prebuilt(backend: Backend, spec: KernelSpec, config: Config, static: Future
 def host_time(device: DeviceInfo) -> bool:
     """Whether the device runs kernels on the host (Triton's interpreter, Pallas interpret)."""
     return device.compute_capability is None
-
-
-def report_later(spec: KernelSpec, device: DeviceInfo, static: Future, status: Status) -> bool:
-    """Whether a run returns before its static report (``RunOptions.static_later``): on a
-    host-time device, when the run itself went through and the report is still building. Under
-    the interpreter the report is a compile for sm_90 in a child process (its interpreter start,
-    triton's and the cell's imports: seconds of the quickstart's Triton cell), which the run
-    does not need; a run that failed waits for it, to tell a compile error from its symptom."""
-    return (spec.options.static_later and host_time(device) and not static.done()
-            and status in (Status.OK, Status.WRONG))
 
 
 def _quiet_host(static_future: Future, timeout_s: float) -> bool:

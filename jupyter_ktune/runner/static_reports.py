@@ -10,13 +10,15 @@ input's failure was appended to every later result of the same cell).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from jupyter_ktune.backends.base import Backend
 from jupyter_ktune.errors import CellError, CompileFailure
-from jupyter_ktune.results import RunResult
+from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 
@@ -58,9 +60,19 @@ def report_if_done(source_hash: str, arch: str, config: Config) -> tuple[Any, An
     return future.result() if future.done() else None
 
 
+def with_block(static: Any, launch: Mapping[str, Any]) -> Any:
+    """``static`` with the launch's threads per block where the report has none (a Triton
+    report knows its warps only from the config): the occupancy the report shows needs it."""
+    block = launch.get("block")
+    if static is not None and block and getattr(static, "threads_per_block", 0) is None:
+        return replace(static, threads_per_block=math.prod(block))
+    return static
+
+
 def with_report(result: RunResult, static: Any, failure: Any) -> RunResult:
     """A result returned before its report, completed with it: a failure's messages are kept
     as the run keeps them (its diagnostics, and why there is no report in the reason)."""
+    static = with_block(static, result.launch)
     if isinstance(failure, CompileFailure):
         why = str(failure) if failure.diagnostics else failure.log
         return replace(result, static=static, static_pending=False,
@@ -81,3 +93,15 @@ def seed_static(source_hash: str, arch: str, config: Config, static: Any) -> boo
     done.set_result((static, None))
     _reports[key] = done
     return True
+
+
+def report_later(spec: KernelSpec, static: Future, status: Status) -> bool:
+    """Whether a run returns before its static report (``RunOptions.static_later``): when the
+    run itself went through and the report is still building. Under the interpreter the report
+    is a compile for sm_90 in a child process (seconds of the quickstart's Triton cell); on a GPU
+    the run loaded the report's own build, and what is left is reading its SASS (cuobjdump and
+    its count: the "static report" phase, up to 0.27 s, of fla's first results on an H100, run
+    2026-12-05-1839). The run needs neither; a run that failed waits for it, to tell a compile
+    error from its symptom."""
+    return (spec.options.static_later and not static.done()
+            and status in (Status.OK, Status.WRONG))

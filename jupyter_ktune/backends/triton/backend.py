@@ -334,7 +334,7 @@ class TritonBackend(TritonFacts):
         sig = check_cell(spec)
         check_launch_options(spec, LAUNCH_OPTIONS)
         try:  # the interpreter runs the Python: its report's compile is the run's business
-            if not self.interpret:  # (runner.execute.report_later), not a wait before it
+            if not self.interpret:  # (runner.static_reports.report_later), not a wait
                 self._aot_compile(spec, config)
         except CellError:
             pass  # a missing or odd argument: bind() reports it with the fix, as a run error
