@@ -292,6 +292,10 @@ def print_summary(out: dict) -> None:
               f"{f((s.get('anchor_winner_ms_by_ktune') or 0) * 1e3, 1, 1)}"
               + (f"  {out['fresh'][n]['error'][:80]}" if "error" in out["fresh"].get(n, {})
                  else ""))
+    if out["fresh"]:
+        from first_phases import print_first_cells
+
+        print_first_cells(out["fresh"])
     if fresh_ratios:
         print(f"median over {len(fresh_ratios)} kernels, from a fresh process: "
               f"{statistics.median(fresh_ratios):.2f}x (goal >= 1.5); in the notebook's order: "

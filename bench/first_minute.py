@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from first_minute_trace import guest_after, trace_cell, trace_tune, worker_start
+from first_phases import median_phases, print_first_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
@@ -306,6 +307,7 @@ def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
     summary = {
         "first_result_s": med(k, "first_result_s"),
         "first_result_all_s": [r.get("first_result_s") for r in k],
+        "first_phases_ms": median_phases(k),  # what holds the first result, largest first
         "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
         "press_wait_s": med(swept, "sweep_setup_s"),  # press to the sweep's start
         "ceilings_guest": next((r["ceilings_guest"] for r in swept if "ceilings_guest" in r),
@@ -345,6 +347,7 @@ def print_table(out: dict) -> None:
               f"{_num(s.get('fresh_ratio'), 11)}  "
               f"{_num((s['winner_ms_by_ktune'] or 0) * 1e3, 1, 1)} / "
               f"{_num((s['anchor_winner_ms_by_ktune'] or 0) * 1e3, 1, 1)}")
+    print_first_cells(out["kernels"])
 
 
 def main() -> int:
