@@ -32,6 +32,7 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     magic line alone; a bad line is left to ``parse_cell``, which reports it."""
     from jupyter_ktune.backends import DEFAULT_BACKEND, backend_names
     from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.runner.describe import open_device
     from jupyter_ktune.session import quiet_prefetch
 
     quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
@@ -42,11 +43,11 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
         return None
     start_compile_processes(backend, cell)
 
-    def open_device() -> None:
+    def opening() -> None:  # its parts are kept for the first result (describe.open_device)
         with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
-            get_worker().device(backend)
+            open_device(get_worker(), backend)
 
-    thread = threading.Thread(target=open_device, name="ktune-warm-worker", daemon=True)
+    thread = threading.Thread(target=opening, name="ktune-warm-worker", daemon=True)
     thread.start()
     return thread
 

@@ -36,6 +36,8 @@ MODULE_PHASE = "kernel module import"  # the describe request: the cell's module
 DEVICE_KNOWN: list[Callable[[KernelSpec, Any], Any]] = []
 
 _cold: dict[tuple[int, str, str], dict[str, float]] = {}
+#: (id(worker), backend) -> the device opening's parts and when they came (:func:`open_device`)
+_openings: dict[tuple[int, str], tuple[dict[str, float], float]] = {}
 _cold_lock = threading.Lock()
 
 
@@ -52,7 +54,7 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
         worker = get_worker()
     waits, t0 = len(worker.ready_waits_s), time.perf_counter()
     try:
-        device = worker.device(spec.backend)
+        device = open_device(worker, spec.backend)
         t1 = time.perf_counter()
         for hook in DEVICE_KNOWN:  # the notebook layer starts the compile pool here (ui.start)
             hook(spec, device)
@@ -67,27 +69,45 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
     if kind != "ok":
         raise CellError(f"the device worker could not read the cell's module: {value}", line=1,
                         fix="Check the module-level code of the cell (its imports).")
-    phases = cold_phases(worker, waits, t1 - t0, spec.backend, device)
+    phases = cold_phases(worker, waits, t0, t1, spec.backend)
     phases[MODULE_PHASE] = (t2 - t1) * 1e3
     note_cold(worker, spec, phases)
     return value
 
 
-def cold_phases(worker: Any, waits_before: int, device_s: float, backend: str,
-                device: Any) -> dict:
-    """A first request's cold costs, ms per phase: waiting for the worker's start (0 when
-    ``%load_ext`` started it early enough) and opening the device, which in a fresh worker is
-    the backend's imports and the device context (``worker.device``, answered by ``device``).
+def open_device(worker: Any, backend: str) -> Any:
+    """``worker.device(backend)``, its opening's parts (``DeviceInfo.opening_ms``) kept for the
+    first result that waited for them (:func:`cold_phases`). The worker sends the parts only to
+    the request that opened the device, and that is often one whose answer nobody reads: a
+    ``%%kernel`` cell's start opens it on a thread (``magics.warm_worker``) while the cell is
+    parsed, and the parse's own request queues behind it."""
+    device = worker.device(backend)
+    parts = getattr(device, "opening_ms", None)
+    if parts:
+        with _cold_lock:
+            _openings[(id(worker), backend)] = (dict(parts), time.perf_counter())
+    return device
 
-    Where the worker timed the opening's parts (``device.opening_ms``: "torch import", "triton
-    import", "device context"...: what this request opened), each is a phase, and the rest of
-    the request (its round trip, jupyter_ktune's own imports in the worker) is "<backend> device
-    request"; the phases add up to the same time. A DeviceInfo without the parts (an older
-    worker's, a backend that does not time them) keeps one phase, "<backend> imports and
-    device". Phases under 1 ms are left out."""
+
+def cold_phases(worker: Any, waits_before: int, started: float, ended: float,
+                backend: str) -> dict:
+    """A first request's cold costs, ms per phase, for a wait from ``started`` to ``ended``
+    (``time.perf_counter``): waiting for the worker's start (0 when ``%load_ext`` started it
+    early enough) and opening the device, which in a fresh worker is the backend's imports and
+    the device context.
+
+    Where the worker timed the opening's parts ("torch import", "triton import", "device
+    context"...) and the opening ended within this wait (:func:`open_device` kept them), each
+    is a phase, once, and the rest of the wait (the request's round trip, jupyter_ktune's own
+    imports in the worker) is "<backend> device request". An opening begun on the cell's
+    start thread began a moment before this wait (the parse between): its parts are reported
+    whole. Without the parts (an older worker, a backend that does not time them) the wait is
+    one phase, "<backend> imports and device". Phases under 1 ms are left out."""
     waited = sum(worker.ready_waits_s[waits_before:])
-    opening_ms = max(device_s - waited, 0.0) * 1e3
-    parts = dict(getattr(device, "opening_ms", None) or {})
+    opening_ms = max(ended - started - waited, 0.0) * 1e3
+    with _cold_lock:
+        parts, at = _openings.pop((id(worker), backend), ({}, 0.0))
+    parts = parts if started <= at else {}  # opened before this wait: not what it waited for
     out = {"worker start": waited * 1e3, **parts}
     if parts:
         out[f"{backend} device request"] = max(opening_ms - sum(parts.values()), 0.0)

@@ -36,7 +36,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.errors import CellError
     from jupyter_ktune.measure.ceilings import cached_ceilings
     from jupyter_ktune.runner.client import get_worker
-    from jupyter_ktune.runner.describe import cold_phases, take_cold
+    from jupyter_ktune.runner.describe import cold_phases, open_device, take_cold
     from jupyter_ktune.session import TuningSession
     from jupyter_ktune.tuning import compile_ahead
     from jupyter_ktune.tuning.pool_warm import warm_pool
@@ -48,12 +48,12 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     get_backend(spec.backend).check(spec)
     worker = get_worker()
     waits, t0 = len(worker.ready_waits_s), time.perf_counter()
-    device = worker.device(spec.backend)
+    device = open_device(worker, spec.backend)
     # what the parse waited for (the describe request: the worker's start, the backend's
     # imports, the cell's module), then what this panel's device question waited for (the
-    # worker sends the opening's parts only to the request that opened the device: not twice)
+    # opening's parts are reported once, by whichever waited for them first)
     cold = _added(take_cold(worker, spec),
-                  cold_phases(worker, waits, time.perf_counter() - t0, spec.backend, device))
+                  cold_phases(worker, waits, t0, time.perf_counter(), spec.backend))
     pool = warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
     key = spec.name if replaces is None else replaces

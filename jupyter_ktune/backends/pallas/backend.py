@@ -139,6 +139,12 @@ class PallasBackend(BackendBase):
 
     def device(self) -> DeviceInfo:
         """Describe the device; Pallas can always run (interpret mode on a CPU)."""
+        return self._device
+
+    @cached_property
+    def _device(self) -> DeviceInfo:
+        """Once per worker, as every backend's: the opening's parts (``opening_ms``) are what
+        the first request paid; a description made again would carry parts of its own."""
         opened = Opening()  # the first result's phases: jax's import, then the target
         try:
             (jax,) = opened.imports("jax")
