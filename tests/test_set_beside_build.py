@@ -80,33 +80,21 @@ def test_the_inputs_and_the_reference_are_made_while_the_build_runs(backend) -> 
     assert time.perf_counter() - t0 < 10
 
 
-def test_a_compile_error_is_reported_before_the_inputs_error(backend) -> None:
+@pytest.mark.parametrize(("header", "status"), [("def scale(x, y:", "compile error"),
+                                                 ("def scale(x, y):", "runtime error")])
+def test_a_compile_error_wins_over_the_inputs_error_which_is_else_the_result(
+        backend, header: str, status: str) -> None:
     calls: list[str] = []
 
     def inputs():
         calls.append("inputs")
         raise ValueError("no such file: weights.npy")
 
-    spec = _spec(_fresh_source("def scale(x, y:\n    y[:] = 2 * x\n"), inputs,
-                 lambda x, y: 2 * x)
+    spec = _spec(_fresh_source(f"{header}\n    y[:] = 2 * x\n"), inputs, lambda x, y: 2 * x)
     result = execute.run_variant(spec, spec.space.config({}))
-    assert result.status.value == "compile error", result.reason
-    assert "weights.npy" not in result.reason
-    assert len(calls) <= 1
-
-
-def test_an_inputs_error_of_a_kernel_that_compiles_is_the_result(backend) -> None:
-    calls: list[str] = []
-
-    def inputs():
-        calls.append("inputs")
-        raise ValueError("no such file: weights.npy")
-
-    spec = _spec(_fresh_source("def scale(x, y):\n    y[:] = 2 * x\n"), inputs,
-                 lambda x, y: 2 * x)
-    result = execute.run_variant(spec, spec.space.config({}))
-    assert result.status.value == "runtime error"
-    assert "weights.npy" in result.reason and calls == ["inputs"]
+    assert result.status.value == status, result.reason
+    assert ("weights.npy" in result.reason) == (status == "runtime error"), result.reason
+    assert len(calls) <= 1 if status == "compile error" else calls == ["inputs"]
 
 
 def test_a_reference_error_is_reported_once_after_the_kernel_compiled(backend) -> None:
