@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import ktune_fake_backend as fake
 import numpy as np
@@ -109,3 +110,47 @@ def test_a_reference_error_is_reported_once_after_the_kernel_compiled(backend) -
     result = execute.run_variant(spec, spec.space.config({}))
     assert result.status.value == "runtime error"
     assert "divided by zero" in result.reason and calls == ["reference"]
+
+
+class LoadsTheReportsBuild(BuildsBeside):
+    """The fake as the CUDA backend is where nvcc is found: the run loads the report's build."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compiled: list[dict] = []
+        self.loaded: list[dict] = []
+
+    def runs_report_build(self, spec) -> bool:
+        return True
+
+    def static_report(self, spec, config):
+        super().static_report(spec, config)
+        return SimpleNamespace(kernels={}, threads_per_block=128)
+
+    def compile(self, spec, config):
+        self.compiled.append(dict(config))
+        return super().compile(spec, config)
+
+    def load_prebuilt(self, spec, config, report):
+        self.loaded.append(dict(config))
+        return fake.Variant(spec, config)
+
+
+def test_a_prefetch_starts_the_build_and_leaves_the_worker_free(monkeypatch) -> None:
+    """A panel's neighbour prefetch (``compile_variant``) held the worker's request loop for
+    nvcc's whole build (1.6-1.9 s on the H200), so a move made meanwhile waited behind it. It
+    now only starts the build; the run then loads it, without building again."""
+    backend = LoadsTheReportsBuild()
+    monkeypatch.setattr(execute, "get_backend", lambda name: backend)
+    spec = _spec(_fresh_source("# ktune: K in [1, 2]\ndef scale(x, y):\n    y[:] = 2 * x\n"),
+                 lambda: dict(x=np.random.rand(64), y=np.empty(64)), lambda x, y: 2 * x)
+    config = spec.space.config({"K": 2})
+    t0 = time.perf_counter()
+    ahead = execute.compile_variant(spec, config)
+    assert time.perf_counter() - t0 < BUILD_S / 2, "the prefetch waited for the build"
+    assert ahead.status.value == "ok" and not backend.built.is_set()
+    assert backend.built.wait(10)
+    time.sleep(0.05)  # the report's future is set just after
+    result = execute.run_variant(spec, config)
+    assert result.status.value == "ok", result.reason
+    assert backend.loaded == [{"K": 2}] and backend.compiled == []

@@ -274,6 +274,13 @@ class BackendBase:
         done (Triton 3.6's per-signature launcher). Default False: they wait for it."""
         return False
 
+    def runs_report_build(self, spec: KernelSpec) -> bool:
+        """Whether a run of ``spec`` loads its static report's own build, made in a subprocess
+        (CUDA: nvcc's cubin): then the worker's prefetch of a neighbour only starts the report
+        and leaves the worker free, instead of waiting in the request loop for the build.
+        Default False: the prefetch compiles in the worker, as the run would."""
+        return False
+
     def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> Variant | None:
         """In the worker: the variant from a static report a sweep's pool built ahead (CUDA
         loads its cubin), so the run does not compile again. Default None: compile it."""

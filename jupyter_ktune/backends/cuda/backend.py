@@ -307,6 +307,10 @@ class CudaBackend(BackendBase):
             (one, one_sig, types, expr, fn)
             for (one, one_sig, types), fn, expr in zip(typed, fns, exprs, strict=True)])
 
+    def runs_report_build(self, spec: KernelSpec) -> bool:
+        """Where nvcc is found, the run loads the report's cubin (:mod:`.archcubin`)."""
+        return nvcc_runs(spec.options.arch)
+
     def load_prebuilt(self, spec: KernelSpec, config: Config, report: Any) -> CudaVariant | None:
         """The variant from a static report built ahead by a sweep's pool (its nvcc cubin),
         or None to compile it (:func:`.archcubin.load_prebuilt` says when it cannot be used)."""
