@@ -39,8 +39,9 @@ def test_interpreted_configs_compare_in_host_time_with_the_aot_static_diff(worke
     """BLOCK=256 runs 4 programs where BLOCK=64 runs 16: the interpreter takes about a quarter
     of the host time, and the comparison says it is host time."""
     spec = parse_cell(LINE, VADD, {"inputs": inputs, "reference": reference})
-    # five rounds: with three, one round slowed by a loaded host widened the CI past 1.0
-    c = compare_configs(spec, worker, {"BLOCK": 64}, {"BLOCK": 256}, rounds=5)
+    # seven rounds: with three, then five, one round slowed by a loaded host widened the CI
+    # past 1.0 (a CI run beside other test runs: [0.27, 1.34] with five)
+    c = compare_configs(spec, worker, {"BLOCK": 64}, {"BLOCK": 256}, rounds=7)
     assert c.ratio is not None, c.reason
     assert c.ratio < 0.6 and c.ci[1] < 1.0, c
     assert c.verdict == "faster"
