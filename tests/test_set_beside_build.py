@@ -154,3 +154,22 @@ def test_a_prefetch_starts_the_build_and_leaves_the_worker_free(monkeypatch) -> 
     result = execute.run_variant(spec, config)
     assert result.status.value == "ok", result.reason
     assert backend.loaded == [{"K": 2}] and backend.compiled == []
+
+
+def test_a_sticky_device_fault_while_drawing_compiles_nothing_and_is_fatal(backend,
+                                                                         monkeypatch) -> None:
+    """A sticky fault raised by the worker's own drawing (an upload of the set, of the expected
+    outputs) leaves a broken context: the run loads nothing in it and ends as a fatal fault,
+    so the worker restarts, as when the set was drawn after the compile."""
+    compiled: list[dict] = []
+    monkeypatch.setattr(backend, "compile", lambda spec, config: compiled.append(config))
+
+    def faulting(*args, **kwargs):
+        raise fake.FatalFault("an illegal memory access was encountered")
+
+    monkeypatch.setattr(input_sets, "current_set", faulting)
+    spec = _spec(_fresh_source("def scale(x, y):\n    y[:] = 2 * x\n"),
+                 lambda: dict(x=np.random.rand(64), y=np.empty(64)), lambda x, y: 2 * x)
+    with pytest.raises(execute.FatalDeviceError):
+        execute.run_variant(spec, spec.space.config({}))
+    assert compiled == []

@@ -193,14 +193,15 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
     # so a sweep does not pay for inputs + reference (seconds for a large GEMM) on every config.
     verification = _verified.get((io, key))
     reused = verification is not None and last_set(io) is not None
-    early = SetBesideBuild(spec, config, io, tick) if not (  # while the build runs beside
-        reused or key in _variants or static_future.done()) else None
+    early = SetBesideBuild(spec, config, io, tick, backend.is_fatal) if not (  # the build
+        reused or key in _variants or static_future.done()) else None  # runs beside
     try:
-        if key not in _variants:
-            phases.enter(phases.compiling(spec.backend, config))
-        variant = _variants.get(key) or _prebuilt(backend, spec, config, static_future) \
-            or backend.compile(spec, config)
-        _variants[key] = variant
+        if early is None or not early.fatal:  # a sticky fault while drawing: raised below
+            if key not in _variants:
+                phases.enter(phases.compiling(spec.backend, config))
+            variant = _variants.get(key) or _prebuilt(backend, spec, config, static_future) \
+                or backend.compile(spec, config)
+            _variants[key] = variant
     except CompileFailure as exc:
         return finish(Status.COMPILE_ERROR, str(exc), runtime_failure=exc)
     except CannotRun as exc:  # e.g. a Mosaic GPU cell on a machine without a Hopper GPU

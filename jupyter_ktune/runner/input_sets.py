@@ -149,11 +149,13 @@ class SetBesideBuild:
     What they raise is held, and :meth:`raise_held` raises it where it was raised before: a
     compile error is still reported first, an inputs error before the binding, a reference
     error after it (a missing argument names the kernel's parameter first). Neither function
-    is called a second time for it.
+    is called a second time for it. A sticky device fault (``is_fatal``) is :attr:`fatal`: the
+    run compiles nothing in the broken context and raises it first, and the worker restarts.
     """
 
     def __init__(self, spec: KernelSpec, config: Config, io: str,
-                 tick: Callable[[str], None]) -> None:
+                 tick: Callable[[str], None],
+                 is_fatal: Callable[[BaseException], bool] = lambda exc: False) -> None:
         self.failed: tuple[str, Exception] | None = None
         try:
             current = current_set(spec, config, io, reused=False)
@@ -166,10 +168,12 @@ class SetBesideBuild:
             except Exception as exc:  # noqa: BLE001 - raised again after the binding
                 self.failed = ("reference", exc)
             tick("reference")
+        self.fatal = self.failed is not None and is_fatal(self.failed[1])
 
     def raise_held(self, stage: str) -> None:
-        """Raise what ``stage`` ("inputs", "reference") raised, if it did."""
-        if self.failed is not None and self.failed[0] == stage:
+        """Raise what ``stage`` ("inputs", "reference") raised, if it did; a fatal fault at the
+        first call, whichever stage raised it."""
+        if self.failed is not None and (self.failed[0] == stage or self.fatal):
             raise self.failed[1]
 
 
