@@ -45,6 +45,21 @@ def test_with_sass_reads_the_kept_cubin(monkeypatch):
     assert with_sass(full) is full  # a whole report is left alone
 
 
+def test_a_mix_read_later_names_its_disassembler(monkeypatch):
+    """A sweep's report completed later says which tool read its mix, as one built with its
+    mix does (``versions["disassembler"]``); a failed reading adds no tool."""
+    monkeypatch.setattr(sass, "sass_mix", lambda cubin: parse_sass(DUMP.read_text()))
+    monkeypatch.setattr(sass, "disassembler_version", lambda: "cuobjdump 13.0.85")
+    swept = dataclasses.replace(_swept_report(), versions={"nvcc": "13.0.88"})
+    assert with_sass(swept).versions == {"nvcc": "13.0.88", "disassembler": "cuobjdump 13.0.85"}
+    assert swept.versions == {"nvcc": "13.0.88"}  # the swept report itself is not changed
+
+    def broken(_cubin):
+        raise RuntimeError("[ktune] cuobjdump -sass failed: bad cubin")
+    monkeypatch.setattr(sass, "sass_mix", broken)
+    assert with_sass(swept).versions == {"nvcc": "13.0.88"}
+
+
 def test_with_sass_says_why_when_it_cannot_disassemble(monkeypatch):
     def missing(_cubin):
         raise ToolNotFound("[ktune] cuobjdump not found: pip install nvidia-cuda-cupti")

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ktune.errors import PREFIX
-from jupyter_ktune.toolchain import ToolNotFound, find_tool
+from jupyter_ktune.toolchain import ToolNotFound, find_tool, tool_version
 
-__all__ = ["SASS_SKIPPED", "WGMMA_OPCODES", "SassMix", "category", "disassemble", "parse_sass",
-           "sass_mix", "with_sass"]
+__all__ = ["SASS_SKIPPED", "WGMMA_OPCODES", "SassMix", "category", "disassemble",
+           "disassembler_version", "parse_sass", "sass_mix", "with_sass"]
 
 #: A static report's ``sass_error`` when a sweep's compile pool skipped the disassembly
 #: (:data:`jupyter_ktune.measure.static.SWEEP_STATIC_ENV`); :func:`with_sass` fills it in later.
@@ -229,14 +229,26 @@ def with_sass(report: Any) -> Any:
     A config the sweep built and the user then moves onto runs from the sweep's report, whose
     mix said "not disassembled during the sweep" for good (issue 35); the session calls this
     when a config runs alone. A report with its mix (or without it for another reason) comes
-    back as it is; a failed disassembly replaces the note with its own reason.
+    back as it is; a failed disassembly replaces the note with its own reason. The mix read
+    here carries the disassembler's version, as one read at build time does.
     """
     if getattr(report, "sass_error", "") != SASS_SKIPPED or not getattr(report, "cubin", b""):
         return report
+    versions = dict(report.versions)
     try:
         mixes, error = sass_mix(report.cubin), ""
+        versions["disassembler"] = disassembler_version()
     except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
         mixes, error = {}, str(exc)
     kernels = {key: dataclasses.replace(k, sass=mixes.get(k.name))
                for key, k in report.kernels.items()}
-    return dataclasses.replace(report, kernels=kernels, sass_error=error)
+    return dataclasses.replace(report, kernels=kernels, sass_error=error, versions=versions)
+
+
+def disassembler_version() -> str:
+    """The tool that read a SASS mix, with its version, for the report's provenance: the
+    tool :func:`disassemble` uses (``cuobjdump``, else ``nvdisasm``)."""
+    try:
+        return f"cuobjdump {tool_version('cuobjdump')}"
+    except ToolNotFound:
+        return f"nvdisasm {tool_version('nvdisasm')}"

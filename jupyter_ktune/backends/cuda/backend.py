@@ -193,11 +193,8 @@ class CudaBackend(BackendBase):
         """:meth:`static_report` with more ``-D`` macros: the scope trace's build of an sm_90a
         cell (``KT_PROFILE`` and its sampling, :mod:`.profile`) is this build with them.
         ``cubin_only``: the build before its SASS is read (what a run loads), the same nvcc."""
-        from jupyter_ktune.backends.cuda.static import (
-            CompileError,
-            compile_static,
-            with_disassembly,
-        )
+        from jupyter_ktune.backends.cuda.static import CompileError, compile_static
+        from jupyter_ktune.measure.sass import with_sass
         from jupyter_ktune.measure.static import in_sweep_pool
 
         # name_prefix: the kernel renamed in the source
@@ -236,7 +233,7 @@ class CudaBackend(BackendBase):
         built = self._once(("cubin", *key), build)
         if cubin_only or in_sweep_pool():  # a sweep's pool never disassembles (issue 35)
             return built
-        return self._once(key, lambda: with_disassembly(built))
+        return self._once(key, lambda: with_sass(built))
 
     def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
         """``build()``'s result, built once per key in this process: the report thread and the

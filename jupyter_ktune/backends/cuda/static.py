@@ -15,7 +15,6 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import shutil
@@ -25,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from jupyter_ktune.errors import PREFIX, KtuneError
-from jupyter_ktune.measure.sass import SassMix, disassemble, parse_sass, with_sass
+from jupyter_ktune.measure.sass import SassMix, disassemble, disassembler_version, parse_sass
 from jupyter_ktune.measure.static import (
     SASS_SKIPPED,
     KernelResources,
@@ -105,8 +104,8 @@ def compile_static(source_path: str | Path, *, arch: str = "sm_90",
     threads_per_block
         Block size, when known, so the HTML view can show occupancy.
     sass
-        False: leave the SASS mix for :func:`with_disassembly` (``sass_error`` says so), so a
-        run can load the cubin while the disassembler reads it.
+        False: leave the SASS mix for :func:`~jupyter_ktune.measure.sass.with_sass`
+        (``sass_error`` says so), so a run can load the cubin while the disassembler reads it.
 
     Returns
     -------
@@ -141,31 +140,13 @@ def compile_static(source_path: str | Path, *, arch: str = "sm_90",
         else:
             try:
                 mixes = parse_sass(disassemble(out))
-                versions["disassembler"] = _disassembler_version()
+                versions["disassembler"] = disassembler_version()
             except (ToolNotFound, RuntimeError, subprocess.TimeoutExpired) as exc:
                 sass_error = str(exc)
     kernels = _kernel_entries(parse_ptxas_verbose(log), mixes)
     return StaticReport(arch=arch, versions=versions, kernels=kernels, ptxas_log=log,
                         diagnostics=tuple(parse_diagnostics(log)),
                         threads_per_block=threads_per_block, sass_error=sass_error, cubin=cubin)
-
-
-def with_disassembly(report: StaticReport) -> StaticReport:
-    """``report`` (built with ``sass=False``) with the SASS mix of its cubin and the
-    disassembler's version: the half of the static report a run does not wait for (cuobjdump
-    took 0.41 s of 1.31 s on Kernel Tuner's convolution, on a 2-core machine)."""
-    done = with_sass(report)
-    if done is report or done.sass_error:
-        return done
-    return dataclasses.replace(done, versions={**done.versions,
-                                               "disassembler": _disassembler_version()})
-
-
-def _disassembler_version() -> str:
-    try:
-        return f"cuobjdump {tool_version('cuobjdump')}"
-    except ToolNotFound:
-        return f"nvdisasm {tool_version('nvdisasm')}"
 
 
 def _nvcc_args(arch: str, defines: Mapping[str, str | int], include_dirs: Iterable[str | Path],
