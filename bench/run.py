@@ -106,6 +106,10 @@ REGISTRY: dict[str, Bench] = {
         "From a fresh process, nothing set apart: how soon is a notebook's first kernel cell "
         "verified, how soon does Autotune give its first result, and how does the sweep compare "
         "with triton.autotune and Kernel Tuner over the kernel's own space?"),
+    "import_costs": Bench(
+        "import_costs.py", "--reps 3 --out {out}", 200,
+        "What does each fixed cost under a first result (torch's, triton's, cupy's, jax's "
+        "import, the CUDA context, Triton's driver utilities) take alone, in a fresh process?"),
     "corpus_vs_autotune": Bench(
         "corpus_vs_autotune.py", "--out {out}", 540,
         "On kernels that carry their own autotune list, each from a fresh process with nothing "
