@@ -30,15 +30,14 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     worker for its ``@triton.autotune`` list (:mod:`.runner.describe`), which queues behind it,
     and the panel's own ``worker.device`` finds the answer ready. The backend is read from the
     magic line alone; a bad line is left to ``parse_cell``, which reports it."""
-    from jupyter_ktune.backends import DEFAULT_BACKEND, backend_names
+    from jupyter_ktune.backends import backend_names
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import open_device
     from jupyter_ktune.session import quiet_prefetch
 
     quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
 
-    found = re.search(r"(?:--backend|-b)[= ]+([\w.-]+)", line)
-    backend = found.group(1) if found else DEFAULT_BACKEND
+    backend = line_backend(line)
     if backend not in backend_names():
         return None
     start_compile_processes(backend, cell)
@@ -50,6 +49,15 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     thread = threading.Thread(target=opening, name="ktune-warm-worker", daemon=True)
     thread.start()
     return thread
+
+
+def line_backend(line: str) -> str:
+    """The backend a magic line names (``--backend NAME``, ``-b NAME``), else the default;
+    the name is not checked here."""
+    from jupyter_ktune.backends import DEFAULT_BACKEND
+
+    found = re.search(r"(?:--backend|-b)[= ]+([\w.-]+)", line)
+    return found.group(1) if found else DEFAULT_BACKEND
 
 
 def start_compile_processes(backend: str, cell: str) -> None:

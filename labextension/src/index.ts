@@ -2,7 +2,8 @@
  * jupyter-ktune's JupyterLab plugins. This file only wires them; the logic
  * lives in `highlight.ts` (`%%kernel` highlighting), `renderer.ts` (the
  * editor-bundle renderer), `marks.ts` (the CodeMirror marks and gutter) and
- * `panel.ts` (the live panel, or its static snapshot without a kernel).
+ * `panel.ts` (the live panel, or its static snapshot without a kernel) and
+ * `prepare.ts` (the notebook's backends opened when its kernel starts).
  */
 import {
   JupyterFrontEnd,
@@ -10,6 +11,7 @@ import {
 } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { registerPanelRenderer } from './panel';
 
 const highlight: JupyterFrontEndPlugin<void> = {
@@ -53,4 +55,20 @@ const panel: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [highlight, editorMarks, panel];
+const prepare: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-ktune:prepare',
+  description: "Opens a notebook's %%kernel backends in the kernel's worker when it starts.",
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ISettingRegistry],
+  activate: async (
+    _app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    registry: ISettingRegistry | null
+  ): Promise<void> => {
+    const { activatePrepare } = await import('./prepare');
+    void activatePrepare(tracker, registry);
+  }
+};
+
+export default [highlight, editorMarks, panel, prepare];

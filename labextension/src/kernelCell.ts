@@ -89,3 +89,33 @@ export function parseGrammarTable(data: unknown): GrammarTable | null {
   }
   return { default: fallback, backends: grammars };
 }
+
+/** The `%%kernel` cells among a notebook's code cell sources (leading blank lines dropped). */
+export function kernelCellSources(sources: Iterable<string>): string[] {
+  const cells: string[] = [];
+  for (const source of sources) {
+    const trimmed = source.replace(/^\s+/, '');
+    if (isKernelCell(trimmed)) {
+      cells.push(trimmed);
+    }
+  }
+  return cells;
+}
+
+/**
+ * The Python a kernel runs, silently, to open the backends of `cells`
+ * (`jupyter_ktune.prepare`): the cells travel as JSON text in a string
+ * literal (a JSON string is a valid Python string literal), no name is left
+ * in the notebook's namespace, and any failure (jupyter_ktune not installed
+ * in this kernel, an older version) is swallowed: the cells report their own
+ * errors when they run.
+ */
+export function prepareCode(cells: string[]): string {
+  const literal = JSON.stringify(JSON.stringify(cells));
+  return [
+    'try:',
+    `    __import__("jupyter_ktune.prepare").prepare.prepare_json(${literal})`,
+    'except Exception:',
+    '    pass'
+  ].join('\n');
+}

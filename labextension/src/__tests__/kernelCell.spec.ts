@@ -2,8 +2,10 @@ import {
   backendOf,
   GrammarTable,
   isKernelCell,
+  kernelCellSources,
   mimeFor,
-  parseGrammarTable
+  parseGrammarTable,
+  prepareCode
 } from '../kernelCell';
 
 const CPP_MIME = 'text/x-c++src';
@@ -76,5 +78,27 @@ describe('parseGrammarTable', () => {
     expect(parseGrammarTable('cuda')).toBeNull();
     expect(parseGrammarTable({ backends: {} })).toBeNull();
     expect(parseGrammarTable({ default: 'cuda', backends: null })).toBeNull();
+  });
+});
+
+describe('kernelCellSources', () => {
+  it('keeps the %%kernel cells, leading blank lines dropped', () => {
+    const cells = ['x = 1', '\n%%kernel k --backend triton\nbody', '%%kernelish', '%%kernel'];
+    expect(kernelCellSources(cells)).toEqual(['%%kernel k --backend triton\nbody', '%%kernel']);
+    expect(kernelCellSources(['import numpy'])).toEqual([]);
+  });
+});
+
+describe('prepareCode', () => {
+  it('carries the cells as one JSON string literal, inside a try', () => {
+    const cells = ['%%kernel q -b triton\ns = "a\\\\b"\n# µs'];
+    const code = prepareCode(cells);
+    const lines = code.split('\n');
+    expect(lines).toHaveLength(4); // the cells' newlines are escaped inside the literal
+    expect(lines[0]).toBe('try:');
+    expect(lines[2]).toBe('except Exception:');
+    const literal = /prepare_json\((".*")\)$/.exec(lines[1]);
+    expect(literal).not.toBeNull();
+    expect(JSON.parse(JSON.parse(literal![1]))).toEqual(cells);
   });
 });

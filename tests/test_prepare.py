@@ -1,0 +1,82 @@
+"""A notebook's backends are opened when its kernel starts, before any cell runs (issue 33).
+
+The labextension sends the notebook's ``%%kernel`` cells in a silent request at kernel start
+(``labextension/src/prepare.ts``); ``jupyter_ktune.prepare`` starts the worker and opens exactly
+the backends those cells name, so a first cell run a few seconds later does not pay torch's
+import on its clock."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from jupyter_ktune import magics
+from jupyter_ktune import prepare as prepare_module
+from jupyter_ktune.backends import backend_names
+from jupyter_ktune.prepare import prepare, prepare_json
+from jupyter_ktune.runner import client
+from jupyter_ktune.runner.client import DeviceWorker
+
+CELLS = [
+    "%%kernel add --backend triton\n@triton.jit\ndef add(x): pass\n",
+    "x = 1  # not a kernel cell",
+    "%%kernel add2 -b triton --out y\n@triton.jit\ndef add2(x): pass\n",  # triton again
+    "%%kernel scale --out y\n__global__ void scale() {}\n",  # the default backend
+    "%%kernel typo --backend tritn\n",  # the cell reports it when it runs
+    "%%kernelish --backend pallas\n",  # another magic
+    "\n%%kernel mul --backend=pallas\ndef mul(x_ref, o_ref): pass\n",
+]
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """``warm_worker`` recorded instead of run: (magic line, body) per call."""
+    calls: list[tuple[str, str]] = []
+
+    def warm(line: str, cell: str = "") -> object | None:
+        if magics.line_backend(line) not in backend_names():
+            return None
+        calls.append((line, cell))
+        return object()
+
+    monkeypatch.setattr(magics, "warm_worker", warm)
+    monkeypatch.setattr(prepare_module, "prepared", [])
+    return calls
+
+
+def test_each_backend_the_cells_name_is_opened_once(opened):
+    assert prepare(CELLS) == ["triton", "cuda", "pallas"]
+    assert [line for line, _ in opened] == [" add --backend triton", " scale --out y",
+                                            " mul --backend=pallas"]
+    assert opened[0][1].startswith("@triton.jit")  # the body: the fork server's preload reads it
+    assert prepare_module.prepared == ["triton", "cuda", "pallas"]
+    assert prepare(CELLS) == [] and len(opened) == 3  # a second request (a reload) opens none
+
+
+def test_the_labextension_s_literal_reads_back_as_the_cells(opened):
+    """The labextension writes the cells as ``JSON.stringify(JSON.stringify(cells))``, a string
+    literal that Python reads as the same JSON text (quotes, backslashes, newlines, non-ASCII)."""
+    cells = ['%%kernel q --backend triton\ns = "a\\\\b\\"c"\n# µs, \u2028 line sep\n']
+    code = f"prepare_json({json.dumps(json.dumps(cells, ensure_ascii=False), ensure_ascii=False)})"
+    assert eval(code, {"prepare_json": prepare_json}) == ["triton"]  # noqa: S307 - our literal
+    assert opened[0][1] == cells[0].partition("\n")[2]
+    with pytest.raises(TypeError, match="JSON list"):
+        prepare_json('"one cell"')
+
+
+def test_a_fresh_worker_imports_the_backend_before_any_cell_runs(monkeypatch, tmp_path):
+    """With the real ``warm_worker``: the process's worker starts and imports triton on its
+    own thread, while nothing else asks it anything."""
+    monkeypatch.setenv("KTUNE_FORCE_INTERPRET", "1")
+    monkeypatch.setattr(prepare_module, "prepared", [])
+    with DeviceWorker() as w:
+        monkeypatch.setattr(client, "_default", w)
+        assert prepare(CELLS[:2]) == ["triton"]
+        deadline = time.monotonic() + 120
+        while not w.call(lambda: "triton" in sys.modules):
+            assert time.monotonic() < deadline, "the worker never imported triton"
+            time.sleep(0.2)
+        assert not w.call(lambda: "jax" in sys.modules)  # only what the cells name
