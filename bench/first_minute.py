@@ -126,19 +126,32 @@ def since_spawn() -> float:
     return time.time() - float(os.environ.get(T0_ENV, time.time()))
 
 
-def notebook_side(name: str, sweep: bool) -> dict:
-    """A notebook's first minute in this (fresh) process, through IPython's shell."""
+def notebook_side(name: str, sweep: bool, opened_s: float = 0.0) -> dict:
+    """A notebook's first minute in this (fresh) process, through IPython's shell.
+
+    ``opened_s`` > 0: the notebook was opened, not new. Its kernel starts, the labextension
+    sends the notebook's ``%%kernel`` cell to ``jupyter_ktune.prepare`` as it does at every
+    kernel start (``labextension/src/prepare.ts``), and the user runs the cells ``opened_s``
+    seconds after the kernel's process was spawned (reading the notebook meanwhile)."""
     marks: dict[str, float] = {"interpreter up": since_spawn()}
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     marks["IPython shell"] = since_spawn()
+    line, body, inputs, reference = cell(name)
+    if opened_s > 0:
+        from jupyter_ktune.prepare import prepare
+
+        prepare([f"%%kernel {line}\n{body}"])
+        marks["kernel start: the notebook's cells sent"] = since_spawn()
+        time.sleep(max(0.0, opened_s - since_spawn()))
+        marks["the user runs the notebook"] = since_spawn()
     shell.run_line_magic("load_ext", "jupyter_ktune")
     marks["%load_ext jupyter_ktune"] = since_spawn()
-    line, body, inputs, reference = cell(name)
     shell.user_ns.update(inputs=inputs, reference=reference)
     marks["inputs cell"] = since_spawn()
     spans = trace_cell()
+    marks["%%kernel cell started"] = since_spawn()
     out = shell.run_cell_magic("kernel", line, body)
     marks["%%kernel cell: first result shown"] = since_spawn()
     panel = shell.user_ns.get("panel", out)
@@ -147,6 +160,8 @@ def notebook_side(name: str, sweep: bool) -> dict:
     first = panel.shown() if hasattr(panel, "shown") else panel
     row: dict[str, Any] = {
         "first_result_s": marks["%%kernel cell: first result shown"],
+        "cell_wait_s": marks["%%kernel cell: first result shown"] - marks["%%kernel cell started"],
+        "opened_s": opened_s,
         "first_status": first.status.value, "first_reason": (first.reason or "")[:300],
         "first_config": dict(first.config),
         "first_median_ms": first.median_ms,
@@ -284,12 +299,14 @@ def med(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
+def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0) -> dict:
     """One kernel, each side a fresh process, interleaved (ktune, anchor, ktune, ...): the first
     cell ``max(reps, cell_reps)`` times, the sweep and the anchor ``reps`` times; the rows and
-    their summary (medians, both ratios, both winners timed by ktune's protocol here)."""
+    their summary (medians, both ratios, both winners timed by ktune's protocol here).
+    ``opened_s`` > 0: as many first cells again, of a notebook opened ``opened_s`` s before
+    the user runs it (``notebook_side``), interleaved with the others."""
     cuda = n.startswith("kt-")
-    rows: dict[str, list[dict]] = {"ktune": [], "anchor": []}
+    rows: dict[str, list[dict]] = {"ktune": [], "anchor": [], "opened": []}
     spawn("files", n)  # untimed: the files both sides read, in the OS cache for both
     for i in range(max(reps, cell_reps)):
         sweep = i < reps
@@ -300,6 +317,9 @@ def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
         if i < reps:
             rows["anchor"].append(spawn("kerneltuner" if cuda else "autotune", n, timeout=400))
             print(n, "anchor", i, json.dumps(rows["anchor"][-1], default=str)[:800], flush=True)
+        if opened_s > 0 and i < cell_reps:
+            rows["opened"].append(spawn("notebook", n, "--no-sweep", "--opened", str(opened_s)))
+            print(n, "opened", i, json.dumps(rows["opened"][-1], default=str)[:1500], flush=True)
     k, t = rows["ktune"], rows["anchor"]
     swept = [r for r in k if "sweep_wall_s" in r]
     winner = next((r["winner"] for r in swept if r.get("winner")), None)
@@ -308,6 +328,9 @@ def compare_kernel(n: str, reps: int, cell_reps: int) -> dict:
         "first_result_s": med(k, "first_result_s"),
         "first_result_all_s": [r.get("first_result_s") for r in k],
         "first_phases_ms": median_phases(k),  # what holds the first result, largest first
+        "cell_wait_s": med(k, "cell_wait_s"),  # from the cell's start (after %load_ext)
+        "opened_cell_wait_s": med(rows["opened"], "cell_wait_s"),
+        "opened_first_phases_ms": median_phases(rows["opened"]) if rows["opened"] else None,
         "autotune_first_ok_s": med(swept, "sweep_first_ok_s"),
         "press_wait_s": med(swept, "sweep_setup_s"),  # press to the sweep's start
         "ceilings_guest": next((r["ceilings_guest"] for r in swept if "ceilings_guest" in r),
@@ -347,6 +370,12 @@ def print_table(out: dict) -> None:
               f"{_num(s.get('fresh_ratio'), 11)}  "
               f"{_num((s['winner_ms_by_ktune'] or 0) * 1e3, 1, 1)} / "
               f"{_num((s['anchor_winner_ms_by_ktune'] or 0) * 1e3, 1, 1)}")
+    for n, r in out["kernels"].items():
+        s = r["summary"]
+        if s.get("opened_cell_wait_s") is not None:
+            print(f"{n}: first cell from its start {_num(s['cell_wait_s'], 1)} s in a new notebook"
+                  f", {_num(s['opened_cell_wait_s'], 1)} s in one opened {out['opened_s']:g} s "
+                  "before (its backends sent at kernel start)")
     print_first_cells(out["kernels"])
 
 
@@ -357,12 +386,14 @@ def main() -> int:
     ap.add_argument("--kernels", default="fla-matmul,liger-dyt,kt-convolution")
     ap.add_argument("--reps", type=int, default=3, help="fresh processes per side (sweeps)")
     ap.add_argument("--cell-reps", type=int, default=5, help="fresh processes for the first cell")
+    ap.add_argument("--opened", type=float, default=0.0, metavar="S",
+                    help="also first cells of a notebook opened S s before it is run")
     ap.add_argument("--check", action="store_true", help="CPU: parse every cell, no device")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.side:
         side, name = a.side
-        row = (notebook_side(name, not a.no_sweep) if side == "notebook" else
+        row = (notebook_side(name, not a.no_sweep, a.opened) if side == "notebook" else
                autotune_side(name) if side == "autotune" else
                files_side(name) if side == "files" else kernel_tuner_side())
         print(json.dumps(row, default=str))
@@ -376,9 +407,9 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001 - a plan, not a verdict
                 print(f"{n}: cannot build ({type(exc).__name__}: {str(exc)[:200]})")
         return 0
-    out: dict[str, Any] = {"kernels": {}}
+    out: dict[str, Any] = {"kernels": {}, "opened_s": a.opened}
     for n in names:
-        out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps)
+        out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps, a.opened)
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
             (a.out / "first_minute.json").write_text(json.dumps(out, indent=1, default=str))
