@@ -22,6 +22,10 @@ from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
 from jupyter_ktune.ui.start import panel_for
 
+#: set when a ``%%kernel`` cell first starts in this kernel: the openings that
+#: :mod:`jupyter_ktune.prepare` has not begun are then left to the cells themselves
+CELL_STARTED = threading.Event()
+
 
 def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     """Have the device worker import the cell's backend and open the device on a thread, while
@@ -35,6 +39,7 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     from jupyter_ktune.runner.describe import open_device
     from jupyter_ktune.session import quiet_prefetch
 
+    CELL_STARTED.set()
     quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
 
     backend = line_backend(line)

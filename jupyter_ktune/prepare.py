@@ -9,38 +9,64 @@ when the kernel starts (or restarts) and sends them here in a silent request
 compile pool's fork server its compiler, while the user reads; a first cell run later finds
 them open. Nothing is registered in the notebook (``%load_ext`` still does that), no name is
 left in its namespace, and an error here is never the user's: the cell reports it when it runs.
+
+The worker serves one request at a time, so the backends are opened one after another, in the
+notebook's order, from one thread, and none is begun once a ``%%kernel`` cell has started
+(``magics.CELL_STARTED``): a Run All pressed at once waits for at most the opening in flight,
+which is its first cell's own, and each later cell opens its backend as it would have.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Iterable
 
-#: the backends opened ahead in this process, in the order asked (what a user can check)
+#: the backends whose opening began here, in order (what a user can check)
 prepared: list[str] = []
+#: the thread opening them (joined by tests and by anyone who wants to wait)
+opening: threading.Thread | None = None
 
 MAGIC = "%%kernel"
 
 
 def prepare(cells: Iterable[str]) -> list[str]:
-    """Start opening, on threads, each backend that the ``%%kernel`` cells among ``cells``
-    name (their magic line's ``--backend``, else the default), once per backend; other cells
-    and backend names not registered here are passed over. Returns the backends started."""
-    from jupyter_ktune.magics import line_backend, warm_worker
+    """Open, on a thread, in order, each backend that the ``%%kernel`` cells among ``cells``
+    name (their magic line's ``--backend``, else the default), once per backend; other cells,
+    backend names not registered here and backends opened here before are passed over.
+    Returns the backends to open."""
+    global opening
+    from jupyter_ktune.backends import backend_names
+    from jupyter_ktune.magics import line_backend
 
-    started: list[str] = []
+    wanted: dict[str, str] = {}  # backend -> the body of the first cell naming it
     for cell in cells:
         first, _, body = str(cell).lstrip().partition("\n")
         if not (first.startswith(MAGIC) and first[len(MAGIC):len(MAGIC) + 1] in ("", " ", "\t")):
             continue
-        line = first[len(MAGIC):]
-        backend = line_backend(line)
-        if backend in started or backend in prepared:
-            continue
-        if warm_worker(line, body) is not None:
-            started.append(backend)
-    prepared.extend(started)
-    return started
+        backend = line_backend(first[len(MAGIC):])
+        if backend in backend_names() and backend not in wanted and backend not in prepared:
+            wanted.setdefault(backend, body)
+    if wanted:
+        opening = threading.Thread(target=_open_in_order, args=(list(wanted.items()),),
+                                   name="ktune-prepare", daemon=True)
+        opening.start()
+    return list(wanted)
+
+
+def _open_in_order(backends: list[tuple[str, str]]) -> None:
+    from jupyter_ktune.magics import CELL_STARTED, start_compile_processes
+    from jupyter_ktune.runner.client import get_worker
+    from jupyter_ktune.runner.describe import open_device
+
+    for i, (backend, body) in enumerate(backends):
+        if i and CELL_STARTED.is_set():  # a cell runs: it opens what it needs, in its order
+            return
+        prepared.append(backend)
+        with contextlib.suppress(Exception):  # the cell reports what went wrong
+            start_compile_processes(backend, body)
+            open_device(get_worker(), backend)  # its parts kept for the first result
 
 
 def prepare_json(text: str) -> list[str]:

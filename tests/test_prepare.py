@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import pytest
 
 from jupyter_ktune import magics
 from jupyter_ktune import prepare as prepare_module
-from jupyter_ktune.backends import backend_names
 from jupyter_ktune.prepare import prepare, prepare_json
-from jupyter_ktune.runner import client
+from jupyter_ktune.runner import client, describe
 from jupyter_ktune.runner.client import DeviceWorker
 
 CELLS = [
@@ -33,27 +33,46 @@ CELLS = [
 
 @pytest.fixture
 def opened(monkeypatch):
-    """``warm_worker`` recorded instead of run: (magic line, body) per call."""
+    """The openings recorded instead of run: (backend, the body given to the compile
+    processes) per opening, in order; ``CELL_STARTED`` clear, nothing prepared before."""
     calls: list[tuple[str, str]] = []
-
-    def warm(line: str, cell: str = "") -> object | None:
-        if magics.line_backend(line) not in backend_names():
-            return None
-        calls.append((line, cell))
-        return object()
-
-    monkeypatch.setattr(magics, "warm_worker", warm)
+    bodies: dict[str, str] = {}
+    monkeypatch.setattr(magics, "start_compile_processes",
+                        lambda backend, cell: bodies.__setitem__(backend, cell))
+    monkeypatch.setattr(describe, "open_device",
+                        lambda worker, backend: calls.append((backend, bodies[backend])))
+    monkeypatch.setattr(client, "get_worker", lambda: None)
+    monkeypatch.setattr(magics, "CELL_STARTED", threading.Event())
     monkeypatch.setattr(prepare_module, "prepared", [])
     return calls
 
 
-def test_each_backend_the_cells_name_is_opened_once(opened):
-    assert prepare(CELLS) == ["triton", "cuda", "pallas"]
-    assert [line for line, _ in opened] == [" add --backend triton", " scale --out y",
-                                            " mul --backend=pallas"]
+def _prepared(cells: list[str]) -> list[str]:
+    """:func:`prepare`, then its opening thread joined."""
+    asked = prepare(cells)
+    if prepare_module.opening is not None:
+        prepare_module.opening.join(10)
+    return asked
+
+
+def test_each_backend_the_cells_name_is_opened_once_in_order(opened):
+    assert _prepared(CELLS) == ["triton", "cuda", "pallas"]
+    assert [b for b, _ in opened] == ["triton", "cuda", "pallas"]
     assert opened[0][1].startswith("@triton.jit")  # the body: the fork server's preload reads it
     assert prepare_module.prepared == ["triton", "cuda", "pallas"]
-    assert prepare(CELLS) == [] and len(opened) == 3  # a second request (a reload) opens none
+    assert _prepared(CELLS) == [] and len(opened) == 3  # a second request (a reload) opens none
+
+
+def test_a_cell_that_starts_leaves_the_later_openings_to_the_cells(opened, monkeypatch):
+    """Run All pressed at once: the first cell starts while the first backend opens; the worker
+    serves one request at a time, so no later backend is queued ahead of the cells' requests."""
+    def first_opening(worker, backend):
+        opened.append((backend, ""))
+        magics.CELL_STARTED.set()  # the first %%kernel cell starts meanwhile
+    monkeypatch.setattr(describe, "open_device", first_opening)
+    assert _prepared(CELLS) == ["triton", "cuda", "pallas"]
+    assert [b for b, _ in opened] == ["triton"]
+    assert prepare_module.prepared == ["triton"]
 
 
 def test_the_labextension_s_literal_reads_back_as_the_cells(opened):
@@ -62,7 +81,8 @@ def test_the_labextension_s_literal_reads_back_as_the_cells(opened):
     cells = ['%%kernel q --backend triton\ns = "a\\\\b\\"c"\n# µs, \u2028 line sep\n']
     code = f"prepare_json({json.dumps(json.dumps(cells, ensure_ascii=False), ensure_ascii=False)})"
     assert eval(code, {"prepare_json": prepare_json}) == ["triton"]  # noqa: S307 - our literal
-    assert opened[0][1] == cells[0].partition("\n")[2]
+    prepare_module.opening.join(10)
+    assert opened == [("triton", cells[0].partition("\n")[2])]
     with pytest.raises(TypeError, match="JSON list"):
         prepare_json('"one cell"')
 
@@ -72,6 +92,7 @@ def test_a_fresh_worker_imports_the_backend_before_any_cell_runs(monkeypatch, tm
     own thread, while nothing else asks it anything."""
     monkeypatch.setenv("KTUNE_FORCE_INTERPRET", "1")
     monkeypatch.setattr(prepare_module, "prepared", [])
+    monkeypatch.setattr(magics, "CELL_STARTED", threading.Event())
     with DeviceWorker() as w:
         monkeypatch.setattr(client, "_default", w)
         assert prepare(CELLS[:2]) == ["triton"]
@@ -80,3 +101,11 @@ def test_a_fresh_worker_imports_the_backend_before_any_cell_runs(monkeypatch, tm
             assert time.monotonic() < deadline, "the worker never imported triton"
             time.sleep(0.2)
         assert not w.call(lambda: "jax" in sys.modules)  # only what the cells name
+
+
+def test_a_kernel_cell_s_start_is_what_stops_them(monkeypatch):
+    """The magic's start (``warm_worker``) marks that a cell runs, whatever its backend."""
+    started = threading.Event()
+    monkeypatch.setattr(magics, "CELL_STARTED", started)
+    assert magics.warm_worker("typo --backend tritn") is None  # the cell will report the name
+    assert started.is_set()
