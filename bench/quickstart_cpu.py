@@ -9,6 +9,11 @@ the one-minute load average before the repeat: others share the machine, so medi
 reported with the load they ran under. A Triton or Pallas panel's first result carries its
 phases (``RunResult.extra["phases_ms"]``), printed by an extra cell appended to the copy run.
 
+``--opened S [S ...]``: beside each plain repeat, one of a notebook opened in JupyterLab: at
+kernel start its ``%%kernel`` cells are sent to ``jupyter_ktune.prepare`` in a silent request,
+as the labextension does (``labextension/src/prepare.ts``), and Run All follows S seconds later
+(0: pressed at once, the case where the openings could only get in the way).
+
 Example::
 
     python bench/quickstart_cpu.py --reps 5 --out bench/results/quickstart_cpu/$(date +%F-%H%M)
@@ -36,7 +41,13 @@ print("PHASES", _json.dumps({k: {"phases_ms": {p: round(v) for p, v in
 """
 
 
-def one_run(notebook: Path) -> dict:
+PREPARE = """try:
+    __import__("jupyter_ktune.prepare").prepare.prepare_json({literal})
+except Exception:
+    pass"""
+
+
+def one_run(notebook: Path, opened_s: float | None = None) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
@@ -64,6 +75,12 @@ def one_run(notebook: Path) -> dict:
     t0 = time.perf_counter()
     with client.setup_kernel(env=env):
         up = time.perf_counter()
+        if opened_s is not None:  # the labextension's request at kernel start, then reading
+            kernel_cells = [c.source for c in nb.cells if c.cell_type == "code"
+                            and c.source.lstrip().startswith("%%kernel")]
+            client.kc.execute(PREPARE.format(literal=json.dumps(json.dumps(kernel_cells))),
+                              silent=True, store_history=False)
+            time.sleep(opened_s)
         for i, cell in enumerate(nb.cells):
             client.execute_cell(cell, i)
     end = time.perf_counter()
@@ -73,7 +90,8 @@ def one_run(notebook: Path) -> dict:
     phases = next((json.loads(o["text"].split("PHASES", 1)[1]) for o in outputs
                    if "PHASES" in o.get("text", "")), {})
     run_all = sum(c["s"] for c in cells[:-1])  # the appended phases cell left out
-    return {"run_all_s": round(run_all, 2), "kernel_start_s": round(up - t0, 2),
+    return {"opened_s": opened_s, "run_all_s": round(run_all, 2),
+            "kernel_start_s": round(up - t0, 2),
             "wall_s": round(end - t0, 2), "load1_before": round(load, 2),
             "cells": cells[:-1], "phases": phases, "errors": errors}
 
@@ -82,14 +100,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--notebook", type=Path, default=ROOT / "examples" / "quickstart.ipynb")
+    ap.add_argument("--opened", type=float, nargs="*", default=[], metavar="S",
+                    help="also Run All S s after an opened notebook's kernel started")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    rows = []
+    rows, opened = [], []
     for i in range(a.reps):
         row = one_run(a.notebook)
         rows.append(row)
         print(i, json.dumps(row), flush=True)
+        for s in a.opened:  # interleaved with the plain repeats: the same load for both
+            opened.append(one_run(a.notebook, s))
+            print(i, json.dumps(opened[-1]), flush=True)
     summary = {"run_all_median_s": statistics.median(r["run_all_s"] for r in rows),
+               "opened_run_all_median_s": {
+                   str(s): statistics.median(r["run_all_s"] for r in opened
+                                             if r["opened_s"] == s) for s in a.opened},
+               "opened_per_cell_median_s": {
+                   str(s): {c["first_line"]: statistics.median(
+                       r["cells"][j]["s"] for r in opened if r["opened_s"] == s)
+                       for j, c in enumerate(rows[0]["cells"])} for s in a.opened},
                "load1_median": statistics.median(r["load1_before"] for r in rows),
                "per_cell_median_s": {
                    c["first_line"]: statistics.median(r["cells"][j]["s"] for r in rows)
@@ -97,8 +127,8 @@ def main() -> int:
     print("summary", json.dumps(summary, indent=1))
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "quickstart_cpu.json").write_text(json.dumps({"summary": summary,
-                                                                "rows": rows}, indent=1))
+        (a.out / "quickstart_cpu.json").write_text(json.dumps(
+            {"summary": summary, "rows": rows, "opened": opened}, indent=1))
         (a.out / "command.txt").write_text(" ".join(["python", *sys.argv]) + "\n")
     return 0
 
