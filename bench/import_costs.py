@@ -66,7 +66,7 @@ print(json.dumps({{"before_s": t1 - t0, "step_s": t2 - t1}}))
 def run_step(before: str, timed: str, cache: Path) -> dict[str, float] | str:
     """One fresh process with ``cache`` as its Triton cache: the step's seconds, or why it
     failed (its last line of stderr)."""
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache),  # cold: a folder of its own
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache),
            "CUPY_CACHE_DIR": str(cache / "cupy"), "PYTHONPATH": os.pathsep.join(
                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     t = time.perf_counter()

@@ -47,7 +47,7 @@ def prepare(cells: Iterable[str]) -> list[str]:
             continue
         backend = line_backend(first[len(MAGIC):])
         if backend in backend_names() and backend not in wanted and backend not in prepared:
-            wanted.setdefault(backend, body)
+            wanted[backend] = body
     if wanted:
         opening = threading.Thread(target=_open_in_order, args=(list(wanted.items()),),
                                    name="ktune-prepare", daemon=True)
