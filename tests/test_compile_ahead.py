@@ -115,15 +115,17 @@ def test_the_panel_sends_them_once_its_limits_are_known(monkeypatch):
     done = threading.Event()
     listed = [Config({"VEC": 1}), Config({"VEC": 2})]
 
-    def send(pool, spec, limits=None, configs=None):
-        calls.append((pool, limits, configs, threading.current_thread().name))
+    def send(pool, spec, limits=None, configs=None, hints=None):
+        calls.append((pool, limits, configs, threading.current_thread().name, hints))
 
     monkeypatch.setattr(compile_ahead, "configs_ahead", lambda spec, limits: listed)
     monkeypatch.setattr(compile_ahead, "send", send)
+    monkeypatch.setattr(compile_ahead, "hints_before_ahead", lambda pool, spec: "the types")
     compile_ahead.send_soon(None, SimpleNamespace())  # no pool (no GPU here): nothing sent
     compile_ahead.send_soon("pool", SimpleNamespace(), {"N": 1},
                             then=lambda configs: (told.append(configs), done.set()))
-    assert done.wait(10) and calls == [("pool", {"N": 1}, listed, "ktune-compile-ahead")]
+    assert done.wait(10) and calls == [("pool", {"N": 1}, listed, "ktune-compile-ahead",
+                                        "the types")]
     assert told == [listed]
     import inspect
 

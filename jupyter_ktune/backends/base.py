@@ -263,6 +263,12 @@ class BackendBase:
         """Before a pool compile: take the :meth:`pool_hints` another process read, so this
         one calls no ``inputs()``. Default: nothing to take."""
 
+    def known_pool_hints(self, spec: KernelSpec) -> Any:
+        """In the device worker: the :meth:`pool_hints` it read already, from an input set a
+        run drew (sent to the pool, so no pool process draws one); None where it has none.
+        Nothing is drawn for them. Default None."""
+        return None
+
     def launcher_ahead(self, spec: KernelSpec, config: Config) -> tuple[bool, float]:
         """Pool task (where :attr:`builds_launcher_ahead`): build the kernel's host launcher
         without compiling it, so the first run does not wait for a compile and a launcher

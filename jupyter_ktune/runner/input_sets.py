@@ -26,7 +26,7 @@ from jupyter_ktune.runner.input_checks import check_input_set
 from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.user_code import call_user, name_of
+from jupyter_ktune.user_code import call_inputs, call_user, name_of
 
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
@@ -56,7 +56,7 @@ def checked_inputs(spec: KernelSpec, config: Config,
     if spec.inputs is None:
         raise CellError("no inputs function is given, so the kernel cannot run", line=1,
                         fix="Add --inputs make_inputs, a function returning a dict of arguments.")
-    args = drawn if drawn is not None else call_user("inputs", spec.inputs)
+    args = drawn if drawn is not None else call_inputs(spec.inputs, keep=True)
     if not isinstance(args, dict):
         raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
                         line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")

@@ -76,13 +76,14 @@ def configs_ahead(spec: KernelSpec, limits: Mapping[str, Any] | None = None) -> 
 
 
 def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
-         limits: Mapping[str, Any] | None = None, configs: list[Config] | None = None) -> int:
+         limits: Mapping[str, Any] | None = None, configs: list[Config] | None = None,
+         hints: Any = None) -> int:
     """Send the compiles of ``spec``'s configs (:func:`configs_ahead`) to ``pool`` now;
-    returns how many were sent. Those already sent for the same compile identity are not sent
-    again; those of another cell still queued are cancelled. They go without the argument types
-    (``pool_warm.hints_for``, rarely back this early): each process reads its own, as a sweep's
-    compile sent before the hints are back does. ``configs``: :func:`configs_ahead`'s, where
-    the caller listed them already."""
+    returns how many were sent. Those already sent for the same compile identity, or taken by
+    a sweep, are not sent again; those of another cell still queued are cancelled. ``hints``:
+    the pool hints (``pool_warm``: the argument types), so no process calls ``inputs()``;
+    None: each reads its own. ``configs``: :func:`configs_ahead`'s, where the caller listed
+    them already."""
     from jupyter_ktune.tuning.runners import precompile
 
     identity = compile_identity(spec)
@@ -99,7 +100,7 @@ def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
                 continue
             # ahead=False: the compile builds the launcher too (Triton's cache holds it after
             # the cell's first run, so this is a cache hit), no sweep's launcher task to wait on
-            futures[c] = pool.submit(precompile, cloudpickle.dumps((spec, c, False, None)))
+            futures[c] = pool.submit(precompile, cloudpickle.dumps((spec, c, False, hints)))
             sent += 1
     return sent
 
@@ -110,15 +111,16 @@ def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
     """:func:`send` on a thread of its own: listing a space's valid configs takes up to 0.2 s
     (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Once sent,
     ``then(configs)`` (the panel's session: ``TuningSession.compiled_elsewhere``, so the
-    device worker does not compile them again). Off with ``KTUNE_COMPILE_AHEAD=0`` (to
-    compare, or to keep the CPUs for something else)."""
+    device worker does not compile them again). They are sent once the pool hints are known
+    (:func:`hints_before_ahead`). Off with ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to keep
+    the CPUs for something else)."""
     if pool is None or os.environ.get(AHEAD_ENV, "1") == "0":
         return
 
     def go() -> None:
         try:
             configs = configs_ahead(spec, limits)
-            send(pool, spec, limits, configs)
+            send(pool, spec, limits, configs, hints_before_ahead(pool, spec) if configs else None)
             if then is not None and configs:
                 then(configs)
         except Exception:  # noqa: BLE001 - a head start only: the sweep compiles as before
@@ -138,14 +140,32 @@ def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
         held = _sent.get(pool)
         if held is not None and held[0] != identity:
             _cancel(_sent.pop(pool))  # another cell's, queued ahead of this sweep's compiles
-        if held is None or held[0] != identity:
-            return None
+            held = None
+        if held is None:  # the sweep compiles it: a send still waiting for hints skips it
+            held = _sent[pool] = (identity, {})
         f = held[1].get(config)
-        if f is not None:
-            held[1][config] = TAKEN  # the cell run again unedited does not send it again
+        held[1][config] = TAKEN  # the cell run again unedited does not send it again
     if f is None or f.cancelled() or (f.done() and f.exception() is not None):
         return None
     return f
+
+
+#: How long the compiles sent ahead wait for the pool hints (the device worker's, after the
+#: cell's first result, or the pool task's): without them each of 8 processes drew fla's
+#: 4096^2 operands itself, beside the worker's first run (5.6 s summed on the H200,
+#: bench/results/first_minute/2026-12-06-0056). Past it they go without, as before.
+AHEAD_HINTS_WAIT_S = 20.0
+
+
+def hints_before_ahead(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> Any:
+    """The pool hints of ``spec`` for its compiles ahead, waited for up to
+    :data:`AHEAD_HINTS_WAIT_S`; None where its backend shares none, or they did not come."""
+    from jupyter_ktune.backends import get_backend
+    from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
+
+    if not get_backend(spec.backend).shares_pool_hints:
+        return None
+    return read_hints(hints_for(pool, spec), AHEAD_HINTS_WAIT_S)
 
 
 def pending(pool: Any) -> int:

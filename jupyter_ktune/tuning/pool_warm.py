@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import threading
 import warnings
 from concurrent.futures import Future
 from typing import Any
@@ -38,30 +39,106 @@ def pool_hints(blob: bytes) -> bytes:
         return cloudpickle.dumps(None)
 
 
-_hints: dict[tuple, Future] = {}  # (pool, source hash, inputs key) -> pool_hints task
+_hints: dict[tuple, Future] = {}  # (source hash, inputs key) -> the pickled hints, once known
+_hints_lock = threading.Lock()
+#: How long a sweep holds its first compiles for hints on their way (the worker's, or the pool
+#: task's), rather than have each process call ``inputs()``: fla's 4096^2 operands took 0.7 s
+#: per process on the H200, and eight processes drawing at once summed 5.6 s of the sweep's
+#: "argument types" (bench/results/first_minute/2026-12-06-0056).
+HINTS_WAIT_S = 2.0
+
+
+def _key(spec: KernelSpec) -> tuple:
+    """Keyed by the inputs function's one key (:func:`~jupyter_ktune.problem_key.inputs_key`,
+    as the Triton backend keys the argument types these hints carry): a changed ``inputs`` is
+    a new key, an unchanged one run again is not."""
+    return spec.source_hash, inputs_key(spec.inputs)
+
+
+def _failed(future: Future) -> bool:
+    return future.done() and future.exception() is not None
+
+
+def _empty(future: Future) -> bool:
+    return future.done() and not _failed(future) and cloudpickle.loads(future.result()) is None
 
 
 def hints_for(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> Future:
-    """The :func:`pool_hints` task of ``spec`` on ``pool``, sent once: a panel sends it when
-    its cell first runs (:func:`warm_pool`), so the Autotune press finds it done. Keyed by
-    the inputs function's one key (:func:`~jupyter_ktune.problem_key.inputs_key`, as the
-    Triton backend keys the argument types these hints carry): a changed ``inputs`` is a new
-    key, an unchanged one run again is not."""
-    key = (id(pool), spec.source_hash, inputs_key(spec.inputs))
-    future = _hints.get(key)
-    if future is None or (future.done() and future.exception() is not None):
-        future = _hints[key] = pool.submit(pool_hints, cloudpickle.dumps(spec))
+    """The hints of ``spec``: known already (:func:`learn_hints`: the device worker read them
+    from its first run's input set), or the :func:`pool_hints` task sent to ``pool`` once: a
+    panel sends it when its cell first runs (:func:`warm_pool`), so the Autotune press finds
+    it done. A failed task (a pool shut down) is sent again."""
+    with _hints_lock:
+        future = _hints.get(_key(spec))
+        if future is not None and not _failed(future):
+            return future
+        future = _hints[_key(spec)] = Future()
+    task = pool.submit(pool_hints, cloudpickle.dumps(spec))
+    task.add_done_callback(lambda done: _settle(future, done))
     return future
 
 
-def read_hints(future: Future | None) -> Any:
-    """The value of a done :func:`pool_hints` future; None while it runs, or none, or failed:
-    a compile sent meanwhile learns the argument types in its own process, as before."""
-    if future is None or not future.done():
+def _settle(future: Future, task: Future) -> None:
+    if task.cancelled():
+        error: BaseException | None = cf.CancelledError()
+    else:
+        error = task.exception()
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(task.result())
+    except cf.InvalidStateError:
+        pass  # the worker's hints came first (learn_hints)
+
+
+def learn_hints(spec: KernelSpec, blob: bytes | None) -> None:
+    """Take the pickled hints the device worker read from the input set its run drew
+    (``Backend.known_pool_hints``), so no compile-pool process calls ``inputs()`` for them:
+    :func:`hints_for` answers with them at once, and a pool task still running is not waited
+    for."""
+    if blob is None or cloudpickle.loads(blob) is None:
+        return
+    with _hints_lock:
+        future = _hints.get(_key(spec))
+        if future is None or _failed(future) or _empty(future):
+            future = _hints[_key(spec)] = Future()
+    try:
+        future.set_result(blob)
+    except cf.InvalidStateError:
+        pass  # known already
+
+
+def learn_from_worker(worker: Any, spec: KernelSpec) -> threading.Thread:
+    """Ask the device worker, on a thread, for the hints its first run read (one short
+    request, after the first result), and :func:`learn_hints` them."""
+    def ask() -> None:
+        try:
+            learn_hints(spec, worker.call(known_hints, spec, timeout=30.0))
+        except Exception:  # noqa: BLE001 - a head start only: the pool task remains
+            return
+
+    thread = threading.Thread(target=ask, name="ktune-pool-hints", daemon=True)
+    thread.start()
+    return thread
+
+
+def known_hints(spec: KernelSpec) -> bytes | None:
+    """Worker-side: the backend's hints for ``spec`` from an input set it drew, pickled; None
+    where it drew none (nothing is drawn for them here)."""
+    hints = get_backend(spec.backend).known_pool_hints(spec)
+    return None if hints is None else cloudpickle.dumps(hints)
+
+
+def read_hints(future: Future | None, wait_s: float = 0.0) -> Any:
+    """The value of a done :func:`pool_hints` future (waiting up to ``wait_s`` for it); None
+    while it runs, or none, or failed: a compile sent meanwhile learns the argument types in
+    its own process, as before."""
+    if future is None:
         return None
     try:
-        return cloudpickle.loads(future.result())
-    except Exception:  # noqa: BLE001 - a head start only
+        return cloudpickle.loads(future.result(timeout=wait_s))
+    except Exception:  # noqa: BLE001 - a head start only (a timeout included)
         return None
 
 

@@ -124,9 +124,12 @@ def launcher_ahead(blob: bytes) -> tuple[bool, float]:
     compiling it, beside the sweep's first compiles; (built, seconds). False where the backend
     has nothing to build (``backends.triton.launcher_ahead``)."""
     os.environ[COMPILE_ONLY_ENV] = "1"
-    spec, config = cloudpickle.loads(blob)
+    spec, config, *hints = cloudpickle.loads(blob)
+    backend = get_backend(spec.backend)
     try:
-        return get_backend(spec.backend).launcher_ahead(spec, config)
+        if hints and hints[0] is not None:
+            backend.seed_pool_hints(spec, hints[0])
+        return backend.launcher_ahead(spec, config)
     except Exception:  # noqa: BLE001 - only a head start: the compiles' own path remains
         return False, 0.0
 

@@ -34,7 +34,7 @@ from jupyter_ktune.tuning import compile_ahead, main_guard, search, warm
 from jupyter_ktune.tuning.compile_order import compile_first
 from jupyter_ktune.tuning.options import TuneOptions
 from jupyter_ktune.tuning.pool import pool_summary, shared_pool, unpack_precompiled
-from jupyter_ktune.tuning.pool_warm import hints_for, read_hints
+from jupyter_ktune.tuning.pool_warm import HINTS_WAIT_S, hints_for, read_hints
 from jupyter_ktune.tuning.report import Evaluation, Progress, TuneReport, decide
 from jupyter_ktune.tuning.retime import retake_host_bound, retime_top, with_phases
 from jupyter_ktune.tuning.runners import (
@@ -90,6 +90,7 @@ class Sweep:
         self.launcher: tuple[bool, float] | None = None  # (built ahead, seconds), Triton 3.6
         self._ahead: cf.Future | None = None  # the task building it, until its result is read
         self._hints: cf.Future | None = None  # runners.pool_hints, read by one pool process
+        self._hints_wait_s = HINTS_WAIT_S  # held once, for the first compile sent
         self._prepared: cf.Future | None = None  # the first input set and reference, drawn
         self._taken = 0  # compiles sent when the cell ran (compile_ahead), taken by the sweep
 
@@ -178,6 +179,15 @@ class Sweep:
             if own_store:
                 store.close()
 
+    def _read_hints(self) -> Any:
+        """The pool hints for the next compile sent: the first waits up to
+        :data:`~jupyter_ktune.tuning.pool_warm.HINTS_WAIT_S` for hints on their way (one
+        process drawing the inputs for all), the later ones take them if they came."""
+        if self._hints is None or self._hints.done():
+            return read_hints(self._hints)
+        wait, self._hints_wait_s = self._hints_wait_s, 0.0
+        return read_hints(self._hints, wait)
+
     def _emit(self, evals: list[Evaluation], stored: StoredResult, cached: bool, total: int,
               t0: float, best: list[StoredResult | None], stage: str = "sweep",
               retimed: tuple[int, int] = (0, 0)) -> None:
@@ -226,14 +236,15 @@ class Sweep:
                     strategy.tell(c, stored.median_ms if stored.ok else None)
                     self._emit(evals, stored, True, total, t0, best)
                 elif pool is not None:
+                    hints = self._read_hints()
                     if ahead is None and builds_launcher:
                         ahead = self._ahead = pool.submit(launcher_ahead,
-                                                          cloudpickle.dumps((spec, c)))
+                                                          cloudpickle.dumps((spec, c, hints)))
                         ahead_config = c
                     taken = compile_ahead.take(pool, spec, c)  # sent when the cell ran
                     self._taken += taken is not None  # hints: read by one pool process
                     compiling[taken or pool.submit(precompile, cloudpickle.dumps(
-                        (spec, c, ahead is not None, read_hints(self._hints))))] = c
+                        (spec, c, ahead is not None, hints)))] = c
                     self.timeline.mark("compile sent", c)
                 else:
                     ready.append((c, None))

@@ -39,7 +39,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     from jupyter_ktune.runner.describe import cold_phases, open_device, take_cold
     from jupyter_ktune.session import TuningSession
     from jupyter_ktune.tuning import compile_ahead
-    from jupyter_ktune.tuning.pool_warm import warm_pool
+    from jupyter_ktune.tuning.pool_warm import learn_from_worker, warm_pool
     from jupyter_ktune.ui.app import KernelPanel
 
     if not spec.space.params:
@@ -71,6 +71,8 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     ceilings = cached_ceilings(device)
     panel = KernelPanel(session, choose_config(spec, None, limits), ceilings)
     panel.shown()  # the first result, so the output shows numbers (its report may follow)
+    if pool is not None and get_backend(spec.backend).shares_pool_hints:
+        learn_from_worker(worker, spec)  # the types the run read: no pool process draws a set
     if ceilings is None and device.compute_capability is not None:
         measure_ceilings_after(panel, worker, device)
     _live[key] = panel

@@ -38,11 +38,11 @@ from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm
 from jupyter_ktune.backends.triton import static as ts
+from jupyter_ktune.backends.triton.argument_types import Hints, argument_types, light
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
 from jupyter_ktune.backends.triton.config_arguments import (
     DescriptorPlaceholder,
     is_descriptor,
-    not_a_descriptor,
 )
 from jupyter_ktune.backends.triton.decorators import apply_heuristics, param_default, unwrap
 from jupyter_ktune.backends.triton.describe import expand as expand_autotune
@@ -77,7 +77,7 @@ from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.requirements import missing_from, missing_reason
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.user_code import call_user
+from jupyter_ktune.user_code import any_inputs
 
 INTERPRETER_TIMER = "Triton interpreter, host time (not GPU time)"
 _STICKY_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch")
@@ -91,7 +91,7 @@ class TritonBackend(TritonFacts):
     def __init__(self) -> None:
         self._aot_lock = threading.Lock()
         self._aot: dict[tuple, Any] = {}
-        self._arg_types: dict[tuple, tuple[dict[str, str], set[str]]] = {}
+        self._arg_types: dict[tuple, Hints] = {}
         #: Seconds of the last ahead-of-time compile's phases (read by the sweep's pool task).
         self.compile_phases: dict[str, float] = {}
         self._timer_slot = TimerSlot()
@@ -250,44 +250,26 @@ class TritonBackend(TritonFacts):
         return (spec.source_hash, inputs_key(spec.inputs))
 
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
-                        cxx: dict[str, int]) -> tuple[dict[str, str], set[str], dict[str, Any]]:
-        """Argument types and 16-byte alignment, from ONE call of the inputs function per cell.
+                        cxx: dict[str, int]) -> Hints:
+        """Argument types and 16-byte alignment, from ONE call of the inputs function per cell
+        (:func:`.argument_types.argument_types`; the input set a run drew gives them too,
+        :meth:`hints_from_inputs`).
 
         Calling ``inputs()`` for every config made a sweep of a 4096^3 GEMM spend seconds per
         variant generating arrays only to read their dtypes (bench/results/sweeps-h200).
-        Tunables are never runtime arguments of a Triton kernel (they are constexprs or launch
-        options), so the types do not depend on the config. The third item is the inputs'
-        values of the kernel's constexprs and of everything a heuristic may read.
+        The third item is the inputs' values of the kernel's constexprs and of everything a
+        heuristic may read.
         """
         key = self._arg_types_key(spec)
         with self._aot_lock:
             cached = self._arg_types.get(key)
         if cached is not None:
             return cached
-        host = dict(call_user("inputs", spec.inputs))  # its failure: the run reports it
-        types, aligned = {}, set()
-        for p in sig.runtime:
-            value = host.get(p, cxx.get(p))
-            if value is None:
-                value = param_default(unwrap(kernel).jit, p)
-            if value is None and p in host:
-                types[p] = "constexpr"  # a None argument (fla's cu_seqlens=None) specializes
-                continue
-            if value is None:
-                raise CellError(f"kernel parameter '{p}' has no value", line=sig.line,
-                                fix=f"Return '{p}' from the inputs function.")
-            if p in sig.descriptors and not is_descriptor(value):
-                raise not_a_descriptor(p, sig.descriptors[p], value)
-            if is_descriptor(value):  # compiled through the JIT's warm-up only (.jit_warm)
-                types[p] = "tensordesc"
-                continue
-            types[p] = ts.arg_type(p, value)
-            if ts.divisible(value):
-                aligned.add(p)
-        given = {p: v for p, v in host.items() if p in sig.params}
+        host = dict(any_inputs(spec.inputs))  # its failure: the run reports it
+        found = light(argument_types(sig, kernel, host, cxx))
         with self._aot_lock:
-            self._arg_types[key] = (types, aligned, given)
-        return types, aligned, given
+            self._arg_types[key] = found
+        return found
 
     def preload(self, spec: KernelSpec) -> None:
         """Import the cell's module (and what it imports: the user's package) and Triton's
@@ -304,13 +286,21 @@ class TritonBackend(TritonFacts):
         """What every compile of ``spec`` shares and costs one ``inputs()`` call to learn:
         the argument types, alignment and the inputs' constexpr values, read once (by one
         compile-pool process) and handed to the others with each compile
-        (:meth:`seed_pool_hints`). None without ``--inputs``."""
+        (:meth:`seed_pool_hints`), the arrays as stand-ins (:func:`.argument_types.light`).
+        None without ``--inputs``."""
         if spec.inputs is None:
             return None
         sig = check_cell(spec)
         kernel = getattr(self.module(spec), spec.name)
         return self._argument_types(spec, sig, kernel, spec.space.py_env(next(iter(
             spec.space.configs()))))
+
+    def known_pool_hints(self, spec: KernelSpec) -> Any:
+        """:meth:`pool_hints` as this process read them already (the device worker's build
+        of a first run, from the input set the run drew: ``user_code.call_inputs``); None
+        where it read none. Nothing is drawn for them here."""
+        with self._aot_lock:
+            return self._arg_types.get(self._arg_types_key(spec))
 
     def seed_pool_hints(self, spec: KernelSpec, hints: Any) -> None:
         """Take :meth:`pool_hints` read by another process: this one calls no ``inputs()``."""
