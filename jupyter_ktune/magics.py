@@ -45,7 +45,7 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
     backend = line_backend(line)
     if backend not in backend_names():
         return None
-    start_compile_processes(backend, cell)
+    start_compile_processes(backend, cell, line)
 
     def opening() -> None:  # its parts are kept for the first result (describe.open_device)
         with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
@@ -65,16 +65,35 @@ def line_backend(line: str) -> str:
     return found.group(1) if found else DEFAULT_BACKEND
 
 
-def start_compile_processes(backend: str, cell: str) -> None:
+def start_compile_processes(backend: str, cell: str, line: str = "") -> None:
     """Where a GPU is visible (the compile pool runs only there), start the pool's fork server
     with the backend's compiler imported, while the worker opens the device
-    (:func:`~jupyter_ktune.tuning.pool.start_fork_server`)."""
+    (:func:`~jupyter_ktune.tuning.pool.start_fork_server`); torch too where the cell, or the
+    module its ``--from`` names, imports it (:func:`compiled_text`)."""
     from jupyter_ktune.backends.base import nvidia_gpu_visible
     from jupyter_ktune.tuning.pool import start_fork_server
 
     if nvidia_gpu_visible():
         with contextlib.suppress(Exception):  # a head start only: the pool spawns otherwise
-            start_fork_server(backend, cell)
+            start_fork_server(backend, compiled_text(line, cell))
+
+
+def compiled_text(line: str, cell: str) -> str:
+    """The code a compile process of this cell imports: the cell, and the module its
+    ``--from pkg.module:kernel`` names (read, not imported). fla's matmul cell is one line of
+    directives, its module imports torch: without the module's text the fork server left
+    torch out, and each of 15 pool processes imported it (2.6 s each on an H100 host,
+    bench/results/import_costs/2026-12-06-0402) beside the worker's first run."""
+    from jupyter_ktune.from_package import module_file
+
+    found = re.search(r"--from[= ]+([\w.]+):", line)
+    if found is None:
+        return cell
+    try:
+        return cell + "\n" + module_file(found.group(1)).read_text(encoding="utf-8",
+                                                                     errors="replace")
+    except (CellError, OSError):  # the parse reports a bad --from
+        return cell
 
 
 @magics_class

@@ -40,14 +40,14 @@ def prepare(cells: Iterable[str]) -> list[str]:
     from jupyter_ktune.backends import backend_names
     from jupyter_ktune.magics import line_backend
 
-    wanted: dict[str, str] = {}  # backend -> the body of the first cell naming it
+    wanted: dict[str, tuple[str, str]] = {}  # backend -> (line, body) of the first naming it
     for cell in cells:
         first, _, body = str(cell).lstrip().partition("\n")
         if not (first.startswith(MAGIC) and first[len(MAGIC):len(MAGIC) + 1] in ("", " ", "\t")):
             continue
         backend = line_backend(first[len(MAGIC):])
         if backend in backend_names() and backend not in wanted and backend not in prepared:
-            wanted[backend] = body
+            wanted[backend] = (first, body)
     if wanted:
         opening = threading.Thread(target=_open_in_order, args=(list(wanted.items()),),
                                    name="ktune-prepare", daemon=True)
@@ -55,17 +55,17 @@ def prepare(cells: Iterable[str]) -> list[str]:
     return list(wanted)
 
 
-def _open_in_order(backends: list[tuple[str, str]]) -> None:
+def _open_in_order(backends: list[tuple[str, tuple[str, str]]]) -> None:
     from jupyter_ktune.magics import CELL_STARTED, start_compile_processes
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import open_device
 
-    for i, (backend, body) in enumerate(backends):
+    for i, (backend, (line, body)) in enumerate(backends):
         if i and CELL_STARTED.is_set():  # a cell runs: it opens what it needs, in its order
             return
         prepared.append(backend)
         with contextlib.suppress(Exception):  # the cell reports what went wrong
-            start_compile_processes(backend, body)
+            start_compile_processes(backend, body, line)
             open_device(get_worker(), backend)  # its parts kept for the first result
 
 

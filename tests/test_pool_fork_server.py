@@ -89,6 +89,27 @@ def test_a_kernel_cell_starts_the_server_with_torch_where_a_gpu_is_visible(tmp_p
     assert out["had_torch"] is True
 
 
+def test_the_server_imports_torch_where_the_from_module_does(tmp_path: Path, monkeypatch) -> None:
+    """A ``--from`` cell is a line of directives; its module is what imports torch (fla's
+    matmul): the module's text, read without importing it, decides the server's preload, or
+    each of 15 pool processes imported torch itself beside the worker's first run."""
+    pytest.importorskip("torch")
+    from jupyter_ktune.magics import compiled_text
+    from jupyter_ktune.tuning.pool import preload_for
+
+    package = tmp_path / "ktune_probe_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('the module is read, not imported')\n")
+    (package / "kernels.py").write_text("import torch\nimport triton\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    line, body = "k --backend triton --from ktune_probe_package.kernels:k", "# ktune: grid = (1,)\n"
+    assert "torch" in preload_for("triton", compiled_text(line, body))
+    assert "torch" not in preload_for("triton", body)
+    (package / "kernels.py").write_text("import triton\n")
+    assert "torch" not in preload_for("triton", compiled_text(line, body))
+    assert compiled_text("k --backend triton --from no_such_package_here.m:k", body) == body
+
+
 def test_spawned_where_the_fork_server_is_turned_off(tmp_path: Path) -> None:
     out = _run("""
         if __name__ == "__main__":

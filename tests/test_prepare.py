@@ -38,7 +38,7 @@ def opened(monkeypatch):
     calls: list[tuple[str, str]] = []
     bodies: dict[str, str] = {}
     monkeypatch.setattr(magics, "start_compile_processes",
-                        lambda backend, cell: bodies.__setitem__(backend, cell))
+                        lambda backend, cell, line="": bodies.__setitem__(backend, cell))
     monkeypatch.setattr(describe, "open_device",
                         lambda worker, backend: calls.append((backend, bodies[backend])))
     monkeypatch.setattr(client, "get_worker", lambda: None)
@@ -61,6 +61,17 @@ def test_each_backend_the_cells_name_is_opened_once_in_order(opened):
     assert opened[0][1].startswith("@triton.jit")  # the body: the fork server's preload reads it
     assert prepare_module.prepared == ["triton", "cuda", "pallas"]
     assert _prepared(CELLS) == [] and len(opened) == 3  # a second request (a reload) opens none
+
+
+def test_the_compile_processes_get_the_magic_line_too(opened, monkeypatch):
+    """A ``--from`` cell's module, named on its magic line, decides whether the fork server
+    imports torch (``magics.compiled_text``): the line goes with the body."""
+    lines: list[str] = []
+    monkeypatch.setattr(magics, "start_compile_processes",
+                        lambda backend, cell, line="": lines.append(line))
+    _prepared(["%%kernel k --backend triton --from fla.ops.utils.matmul:matmul_kernel\n"
+               "# ktune: grid = (1,)\n"])
+    assert lines == ["%%kernel k --backend triton --from fla.ops.utils.matmul:matmul_kernel"]
 
 
 def test_a_cell_that_starts_leaves_the_later_openings_to_the_cells(opened, monkeypatch):
