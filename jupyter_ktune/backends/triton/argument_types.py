@@ -3,7 +3,7 @@
 Tunables are never runtime arguments of a Triton kernel (they are constexprs or launch options),
 so the types, the 16-byte alignment and the inputs' constexpr values do not depend on the
 config: one input set gives them for every compile of the cell. They are read where an input
-set already is (the device worker's first run, :meth:`TritonBackend.hints_from_inputs`) or from
+set already is (the device worker's first run: ``user_code.any_inputs``) or from
 one ``inputs()`` call, and handed to each compile-pool process (``tuning/pool_warm.py``).
 
 Handed on, the arrays of an input set would travel with them: two 4096^2 fp16 operands and

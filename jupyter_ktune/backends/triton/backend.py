@@ -252,8 +252,8 @@ class TritonBackend(TritonFacts):
     def _argument_types(self, spec: KernelSpec, sig: Any, kernel: Any,
                         cxx: dict[str, int]) -> Hints:
         """Argument types and 16-byte alignment, from ONE call of the inputs function per cell
-        (:func:`.argument_types.argument_types`; the input set a run drew gives them too,
-        :meth:`hints_from_inputs`).
+        (:func:`.argument_types.argument_types`), from the set this process's run drew where
+        there is one (``user_code.any_inputs``).
 
         Calling ``inputs()`` for every config made a sweep of a 4096^3 GEMM spend seconds per
         variant generating arrays only to read their dtypes (bench/results/sweeps-h200).
