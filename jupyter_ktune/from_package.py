@@ -64,14 +64,9 @@ def distribution(module: str) -> str:
     matmul cell took 0.78 s in a notebook whose backend was open, on the H200:
     bench/results/first_minute/2026-12-06-0056)."""
     top = module.split(".")[0]
-    spec = importlib.util.find_spec(top)
-    places = list(spec.submodule_search_locations or []) if spec is not None else []
-    if spec is not None and spec.origin and not places:
-        places = [spec.origin]
-    for site in dict.fromkeys(str(Path(p).parent) for p in places):
-        for dist in importlib.metadata.distributions(path=[site]):
-            if _names_package(dist, top):
-                return f"{dist.metadata['Name']} {dist.version}"
+    dist = installed_beside(top)
+    if dist is not None:
+        return f"{dist.metadata['Name']} {dist.version}"
     # elsewhere (an editable install's source tree): every distribution, as the library reads
     for name in importlib.metadata.packages_distributions().get(top, []):
         try:
@@ -80,6 +75,26 @@ def distribution(module: str) -> str:
         except importlib.metadata.PackageNotFoundError:
             continue
     return ""
+
+
+def installed_beside(top: str, spec: Any = None) -> importlib.metadata.Distribution | None:
+    """The distribution whose dist-info, beside top-level package (or module) ``top``, names it
+    (None for one not installed there): a lookup of milliseconds, where the standard library's
+    ``packages_distributions()`` reads every installed distribution. ``spec``: ``top``'s
+    module spec where the caller has it (an import finder must not ask the finders again)."""
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+    places = list(spec.submodule_search_locations or []) if spec is not None else []
+    if spec is not None and spec.origin and not places:
+        places = [spec.origin]
+    for site in dict.fromkeys(str(Path(p).parent) for p in places):
+        for dist in importlib.metadata.distributions(path=[site]):
+            if _names_package(dist, top):
+                return dist
+    return None
 
 
 def _names_package(dist: importlib.metadata.Distribution, top: str) -> bool:

@@ -15,6 +15,18 @@ time anything asks it for a name it does not have (a module ``__getattr__``, PEP
 asked for by attribute is imported alone. A package's ``__init__`` side effects that the
 kernel relies on without naming anything of it are the one thing this can miss: such a cell
 fails or verifies wrong, and ``KTUNE_LEAN_IMPORT=0`` turns the lean import off.
+
+Inside :func:`lean` too, a top-level package that a module of those packages imports and that
+their distribution does not require (an optional dependency, imported on the chance it is
+installed: ``liger_kernel/utils.py`` runs ``try: import peft``, and peft imports transformers,
+8-10 s of liger's first result on an H100 host, ``bench/results/first_minute/2026-12-06-0549``)
+is found, so the ``try`` succeeds as it would, but imported only when something reads a name of
+it: the importing module gets a stand-in (:class:`_Pending`) that imports the package then, as
+Python does, and hands every name on to it. Not :class:`importlib.util.LazyLoader`: that one
+runs the package's ``__init__`` into the module object it handed out and fails where the
+``__init__`` puts another object in ``sys.modules`` (transformers does, for its own lazy
+attributes); the stand-in forwards to whatever the import left there. The standard library and
+:data:`FOUNDATIONS` are never deferred, nor the names in ``$KTUNE_EAGER_IMPORTS``.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import threading
 import types
@@ -95,7 +108,137 @@ class _LeanFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _OptionalFinder(importlib.abc.MetaPathFinder):
+    """Defers a top-level package that a module of a held package imports and the held
+    package's distribution does not require (see the module's docstring)."""
+
+    def find_spec(self, fullname: str, path: Any = None,
+                  target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or "." in fullname or fullname in sys.modules \
+                or fullname in sys.stdlib_module_names or fullname in FOUNDATIONS \
+                or fullname in _packages or fullname in _kept or fullname in _loading:
+            return None
+        importer = _importer().split(".", 1)[0]
+        if importer not in _packages:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname)
+        if spec is None or _required_by(importer, fullname, spec):
+            return None
+        _deferred.add(fullname)
+        return importlib.machinery.ModuleSpec(fullname, _PendingLoader(), origin=spec.origin)
+
+
+class _PendingLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _Pending(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__dict__["__ktune_armed__"] = True  # the import machinery is done with it
+
+
+#: names a stand-in answers itself: the ones the import machinery and ``repr`` read
+_OWN = frozenset({"__name__", "__spec__", "__loader__", "__package__", "__file__",
+                  "__cached__", "__dict__", "__class__", "__repr__", "__ktune_armed__",
+                  "__ktune_real__"})
+
+
+class _Pending(types.ModuleType):
+    """A deferred package: the first name read of it (``__path__`` and ``__version__`` too)
+    imports the package as Python does, and from then on every name comes from what that import
+    left in ``sys.modules``."""
+
+    def __getattribute__(self, name: str) -> Any:
+        own = object.__getattribute__(self, "__dict__")
+        if name in _OWN or not own.get("__ktune_armed__"):
+            return object.__getattribute__(self, name)
+        return getattr(_real(self), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _OWN or not self.__dict__.get("__ktune_armed__"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(_real(self), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(_real(self), name)
+
+    def __dir__(self) -> list[str]:
+        return dir(_real(self))
+
+
+def _real(pending: _Pending) -> types.ModuleType:
+    """Import the package ``pending`` stands for (once; the stand-in leaves ``sys.modules``)."""
+    own = object.__getattribute__(pending, "__dict__")
+    with _lock:
+        real = own.get("__ktune_real__")
+        if real is None:
+            name = own["__name__"]
+            if sys.modules.get(name) is pending:
+                del sys.modules[name]
+            _loading.add(name)
+            try:
+                real = importlib.import_module(name)
+            finally:
+                _loading.discard(name)
+            own["__ktune_real__"] = real
+    return real
+
+
+def _importer() -> str:
+    """The ``__name__`` of the module whose code runs the import being looked up: the first
+    frame outside the import machinery and this module."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name != __name__ and name.split(".", 1)[0] not in ("importlib", "_frozen_importlib",
+                                                               "_frozen_importlib_external"):
+            return name
+        frame = frame.f_back
+    return ""
+
+
+_requires: dict[str, frozenset[str]] = {}  # held top-level package -> its required dist names
+
+
+def _required_by(package: str, name: str, spec: importlib.machinery.ModuleSpec) -> bool:
+    """Whether the distribution of ``package`` requires, with no extra, the distribution that
+    installs ``name`` (where either is unknown: yes, and ``name`` imports as Python does)."""
+    from jupyter_ktune.from_package import installed_beside
+
+    if package not in _requires:
+        dist = installed_beside(package)
+        if dist is None:
+            _requires[package] = frozenset({"*"})
+        else:
+            needed = set()
+            for req in dist.requires or ():
+                head, _, marker = req.partition(";")
+                if "extra" not in marker:
+                    needed.add(_normal(re.match(r"\s*[A-Za-z0-9._-]*", head).group(0)))
+            _requires[package] = frozenset(needed)
+    needed = _requires[package]
+    if "*" in needed:
+        return True
+    dist = installed_beside(name, spec)
+    return dist is None or _normal(dist.metadata["Name"] or "") in needed
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def deferred() -> dict[str, bool]:
+    """The optional packages deferred so far, each with whether it has been imported since."""
+    return {n: not isinstance(sys.modules.get(n), _Pending)
+            for n in sorted(_deferred) if n in sys.modules}
+
+
 _finder = _LeanFinder()
+_optional = _OptionalFinder()
+_deferred: set[str] = set()
+_loading: set[str] = set()  # deferred packages being imported for real (not deferred again)
+#: top-level names never deferred: ``KTUNE_EAGER_IMPORTS`` (comma-separated) adds to it
+_kept = frozenset(n.strip() for n in os.environ.get("KTUNE_EAGER_IMPORTS", "").split(",") if n)
 #: names a package is asked for by tools (inspect, typing, doctest) rather than by code using it
 _PROBES = frozenset({"__wrapped__", "__signature__", "__test__", "__mro_entries__", "__code__",
                      "__func__", "__self__", "__qualname__", "__origin__", "__loader__"})
@@ -113,7 +256,7 @@ def lean(*packages: str) -> Iterator[None]:
         for p in names:
             _packages[p] = _packages.get(p, 0) + 1
         if _finder not in sys.meta_path:
-            sys.meta_path.insert(0, _finder)
+            sys.meta_path[:0] = [_finder, _optional]
     try:
         yield
     finally:
@@ -122,8 +265,8 @@ def lean(*packages: str) -> Iterator[None]:
                 _packages[p] -= 1
                 if not _packages[p]:
                     del _packages[p]
-            if not _packages and _finder in sys.meta_path:
-                sys.meta_path.remove(_finder)
+            if not _packages:
+                sys.meta_path[:] = [f for f in sys.meta_path if f not in (_finder, _optional)]
 
 
 def forget(package: str) -> None:
@@ -175,12 +318,14 @@ def load_leanly(load: Callable[[], Any], packages: tuple[str, ...]) -> Any:
     modules need its ``__init__`` run first costs one more import, not the cell."""
     if not packages or not enabled():
         return load()
+    before = set(_deferred)
     try:
         with lean(*packages):
             return load()
     except Exception:
         tried = [p for p in packages if any(
             is_lean(m) for n, m in list(sys.modules.items()) if n == p or n.startswith(p + "."))]
+        tried += [n for n, ran in deferred().items() if not ran and n not in before]
         if not tried:
             raise
         for p in tried:

@@ -165,3 +165,93 @@ def test_a_lean_package_still_serves_its_files_and_source(package: Path) -> None
     packages read their config tables that way (pkg.sub's ``__init__`` raises if run)."""
     out = _case(package, "pkg.sub.reads", "TEXT")
     assert out["value"] == ["16", "32", "64"] and out["pkg_lean"] is True
+
+
+OPTIONAL = {
+    "kpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n"
+                                   "Requires-Dist: needed>=1\n"
+                                   "Requires-Dist: optdep; extra == \"extras\"\n",
+    "kpkg-1.0.dist-info/top_level.txt": "kpkg\n",
+    "needed-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: needed\nVersion: 1.0\n",
+    "needed-1.0.dist-info/top_level.txt": "needed\n",
+    "optdep-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: optdep\nVersion: 2.0\n",
+    "optdep-2.0.dist-info/top_level.txt": "optdep\n",
+    "kpkg/__init__.py": "",
+    "kpkg/ops.py": "import needed\ntry:\n    import optdep\n    HAVE = True\n"
+                   "except ImportError:\n    HAVE = False\n",
+    "needed/__init__.py": "import os\nos.environ['NEEDED_RAN'] = '1'\n",
+    # an __init__ that puts another object in sys.modules, as transformers' does
+    "optdep/__init__.py": "import os, sys, types\nos.environ['OPTDEP_RAN'] = '1'\n"
+                          "__version__ = '2.0'\n"
+                          "proxy = types.ModuleType(__name__)\n"
+                          "proxy.__dict__.update(__version__=__version__, __path__=__path__,\n"
+                          "                      VALUE=7, __spec__=__spec__)\n"
+                          "sys.modules[__name__] = proxy\n",
+    "optdep/sub.py": "from optdep import VALUE\nDOUBLE = 2 * VALUE\n",
+}
+
+OPTIONAL_CASE = """
+import json, os, sys
+from jupyter_ktune.lean_import import load_leanly, deferred
+import importlib
+ops = load_leanly(lambda: importlib.import_module("kpkg.ops"), ("kpkg",))
+out = {"have": ops.HAVE, "needed": os.environ.get("NEEDED_RAN"),
+       "optdep_ran": os.environ.get("OPTDEP_RAN"), "deferred": deferred()}
+out["value"] = ops.optdep.VALUE  # through the reference kpkg.ops holds
+out["after"] = os.environ.get("OPTDEP_RAN")
+out["version"] = ops.optdep.__version__
+import optdep.sub
+out["sub"] = optdep.sub.DOUBLE
+out["same"] = sys.modules["optdep"] is optdep
+out["deferred_after"] = deferred()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def optional_site(tmp_path: Path) -> Path:
+    for name, text in OPTIONAL.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_an_optional_dependency_is_imported_when_first_read(optional_site: Path) -> None:
+    """kpkg requires ``needed`` and lists ``optdep`` only under an extra: ``try: import optdep``
+    succeeds without running optdep's ``__init__``; the first name read through kpkg's reference
+    imports it, and names come from the object its ``__init__`` left in ``sys.modules``."""
+    out = _run(OPTIONAL_CASE, env={"PYTHONPATH": f"{optional_site}{os.pathsep}{ROOT}"},
+               cwd=optional_site)
+    assert out["have"] is True and out["needed"] == "1"
+    assert out["optdep_ran"] is None and out["deferred"] == {"optdep": False}
+    assert out["value"] == 7 and out["after"] == "1" and out["version"] == "2.0"
+    assert out["sub"] == 14 and out["same"] is True
+    assert out["deferred_after"] == {"optdep": True}
+
+
+def test_a_required_or_unlisted_dependency_imports_as_python_does(optional_site: Path) -> None:
+    """Without dist-info optdep's distribution is unknown, so it is imported at once, as with
+    the lean import off."""
+    for name in ("optdep-2.0.dist-info/METADATA", "optdep-2.0.dist-info/top_level.txt"):
+        (optional_site / name).unlink()
+    out = _run(OPTIONAL_CASE, env={"PYTHONPATH": f"{optional_site}{os.pathsep}{ROOT}"},
+               cwd=optional_site)
+    assert out["optdep_ran"] == "1" and out["deferred"] == {}
+
+
+def test_liger_probing_for_peft_does_not_import_it(tmp_path: Path) -> None:
+    """liger_kernel/utils.py runs ``try: import peft`` (peft imports transformers: 8-10 s of
+    liger's first result on an H100 host). A peft whose ``__init__`` raises stands in for it:
+    liger's cell still loads, and peft never ran."""
+    (tmp_path / "peft").mkdir()
+    (tmp_path / "peft" / "__init__.py").write_text("raise RuntimeError('peft ran')\n")
+    (tmp_path / "peft-9.0.dist-info").mkdir()
+    (tmp_path / "peft-9.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: peft\nVersion: 9.0\n")
+    (tmp_path / "peft-9.0.dist-info" / "top_level.txt").write_text("peft\n")
+    after = ("from jupyter_ktune.lean_import import deferred\n"
+             "out['deferred'] = deferred()\n"
+             "out['peft_available'] = sys.modules['liger_kernel.utils'].PEFT_AVAILABLE")
+    out = _load("liger-dyt", "liger_kernel", after, env={"PYTHONPATH": str(tmp_path)})
+    assert out["kernel"] in ("Autotuner", "JITFunction", "InterpretedFunction")
+    assert out["deferred"].get("peft") is False and out["peft_available"] is True
