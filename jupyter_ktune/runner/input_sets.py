@@ -23,13 +23,14 @@ from jupyter_ktune.measure.verify_device import DeviceReference
 from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
 from jupyter_ktune.runner.input_checks import check_input_set
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
+from jupyter_ktune.runner.inputs_ahead import DrawnSet, InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.user_code import call_inputs, call_user, name_of
 
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
+AHEAD_MAX_AGE_S = 120.0  # a sweep starts on a set drawn ahead this recently (prepare_inputs)
 _ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
 
 
@@ -69,13 +70,14 @@ def checked_inputs(spec: KernelSpec, config: Config,
     return args
 
 
-def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
-    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
-    the set is host-only, the next one is started in the helper process at once, with the
-    reference run there too unless it uses a device array API (issue 21).
+def draw_inputs(spec: KernelSpec, config: Config, io: str,
+                drawn: DrawnSet | None = None) -> dict[str, Any]:
+    """A fresh input set: ``drawn``, else the one drawn ahead for ``io`` if there is one, else
+    drawn now. When the set is host-only, the next one is started in the helper process at
+    once, with the reference run there too unless it uses a device array API (issue 21).
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
-    drawn = _ahead.take_set(io)
+    drawn = drawn if drawn is not None else _ahead.take_set(io)
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
     if host_only(args):
         ref = spec.reference if spec.reference is not None and spec.options.verify else None
@@ -180,21 +182,30 @@ class SetBesideBuild:
 def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     """Worker-side, before a sweep's first config: draw the input set and run the reference on
     it, in a request of its own (its own time limit), so no config's timeout pays for them.
-    The set is drawn afresh (see the comment below).
 
-    Returns the phase times in ms ({"inputs": ..., "reference": ...}).
+    The set is a fresh one, never the set a run kept: the sweep compares its shapes with the
+    stored rows' (seen_inputs), and an inputs function may read what its code does not show (a
+    file, the environment) and draw another size now (issue 34). A set the helper began
+    drawing at most ``AHEAD_MAX_AGE_S`` ago for this very cell (``io_key``: the inputs
+    function's code, closure and the globals it reads) is such a fresh set, drawn while the
+    user looked at the first result: on an H100 host fla's matmul sweep waited 0.8-1.1 s for
+    its own draw and NumPy reference before its first run, most of Autotune's first result
+    (bench/results/first_minute/2026-12-06-0613). Its shapes are the ones the sweep reports
+    and stores, whatever a file says by then; an older set is dropped and one drawn now.
+
+    Returns the phase times in ms ({"inputs": ..., "reference": ...}; "inputs" includes any
+    wait for the helper) and "drawn ahead" (1.0 when the helper's set served, else 0.0).
     """
     t0 = time.perf_counter()
     io = io_key(spec)
-    # a fresh set, never one kept (or drawn ahead) from before: the sweep compares its shapes
-    # with the stored rows' (seen_inputs), and an inputs function may read what its code does
-    # not show (a file, the environment) and draw another size now (issue 34)
+    ahead = _ahead.take_recent(io, AHEAD_MAX_AGE_S)
     forget_sets()
-    current = draw_inputs(spec, Config({}), io)
+    current = draw_inputs(spec, Config({}), io, ahead)
     _last_inputs[io] = current
     t1 = time.perf_counter()
     ensure_expected(spec, current)
-    return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3}
+    return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3,
+            "drawn ahead": float(ahead is not None)}
 
 
 def seen_inputs(spec: KernelSpec) -> str | None:

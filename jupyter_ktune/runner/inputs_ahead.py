@@ -186,6 +186,7 @@ class InputsAhead:
         self._conn: Connection | None = None
         self._reader: cf.ThreadPoolExecutor | None = None  # waits for replies, in order
         self._pending: dict[str, cf.Future] = {}
+        self._started: dict[str, float] = {}  # io -> time.monotonic() when its draw was sent
         self._dropped: list[cf.Future] = []
         atexit.register(self.close)
 
@@ -216,6 +217,7 @@ class InputsAhead:
             assert self._conn is not None and self._reader is not None
             self._conn.send_bytes(payload)
             self._pending[io] = self._reader.submit(self._conn.recv_bytes)
+            self._started[io] = time.monotonic()
         except Exception:  # noqa: BLE001 - unpicklable function or dead helper: draw in place
             self.close()
 
@@ -236,6 +238,14 @@ class InputsAhead:
             self.close()
             return None
         return _take_set(drawn) if kind == "ok" and drawn is not None else None
+
+    def take_recent(self, io: str, max_age_s: float) -> DrawnSet | None:
+        """As :meth:`take_set`, for a set whose draw began at most ``max_age_s`` ago; an older
+        one is left pending (a :meth:`drop` unlinks it)."""
+        started = self._started.get(io)
+        if started is None or time.monotonic() - started > max_age_s:
+            return None
+        return self.take_set(io)
 
     def waiting(self, io: str) -> bool:
         """Whether a set for ``io`` is still being drawn (taking it now would wait for it)."""
