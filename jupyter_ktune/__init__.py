@@ -9,19 +9,40 @@ function and ``import jupyter_ktune.tune`` fails instead of handing back the fun
 Everything else (``Status``, ``KernelSpec``, the stores) is imported from its own module.
 """
 
+import importlib as _importlib
 import typing as _typing
 
-from jupyter_ktune.api import parse_cell as parse_cell
-from jupyter_ktune.api import run_kernel as run_kernel
-from jupyter_ktune.backends.cuda.tensormap import tma as tma
-from jupyter_ktune.results import RunResult as RunResult
-from jupyter_ktune.tuning import TuneReport as TuneReport
-from jupyter_ktune.tuning import tune as tune
-
 if _typing.TYPE_CHECKING:
+    from jupyter_ktune.api import parse_cell as parse_cell
+    from jupyter_ktune.api import run_kernel as run_kernel
+    from jupyter_ktune.backends.cuda.tensormap import tma as tma
+    from jupyter_ktune.results import RunResult as RunResult
     from jupyter_ktune.spec import KernelSpec
+    from jupyter_ktune.tuning import TuneReport as TuneReport
+    from jupyter_ktune.tuning import tune as tune
 
 __all__ = ["RunResult", "TuneReport", "panel", "parse_cell", "run_kernel", "tma", "tune"]
+
+#: the public names and their modules, imported on first use (PEP 562): every process that
+#: imports a module of the package runs this file first (the device worker, the input helper,
+#: each compile-pool process), and importing the whole API here cost 0.37 s of each start
+#: (``python -X importtime``, 2-core machine), 0.42 s on an H100 host
+#: (bench/results/import_costs/2026-12-06-0549)
+_LAZY = {"parse_cell": "jupyter_ktune.api", "run_kernel": "jupyter_ktune.api",
+         "tma": "jupyter_ktune.backends.cuda.tensormap", "RunResult": "jupyter_ktune.results",
+         "TuneReport": "jupyter_ktune.tuning", "tune": "jupyter_ktune.tuning"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # once: later reads are plain attribute reads
+        return value
+    raise AttributeError(f"module 'jupyter_ktune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 try:
     from jupyter_ktune._version import __version__ as __version__

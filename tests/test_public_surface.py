@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -23,10 +25,25 @@ IPYTHON_HOOK = {"load_ipython_extension"}  # %load_ext looks it up by this name
 
 
 def test_the_public_names_are_the_documented_ones():
-    public = {n for n, v in vars(jupyter_ktune).items()
-              if not n.startswith("_") and not isinstance(v, ModuleType)}
+    public = {n for n in dir(jupyter_ktune)
+              if not n.startswith("_") and not isinstance(getattr(jupyter_ktune, n), ModuleType)}
     assert set(jupyter_ktune.__all__) == DOCUMENTED
     assert public == DOCUMENTED | IPYTHON_HOOK
+
+
+def test_a_module_of_the_package_imports_without_the_api():
+    """The worker, its input helper and each compile-pool process import modules of the
+    package, whose ``__init__`` runs first: it must not import the API (0.37 s of each start
+    on a 2-core machine); the public names come on first use."""
+    heavy = ("jupyter_ktune.api", "jupyter_ktune.tuning", "jupyter_ktune.runner.client",
+             "jupyter_ktune.results")
+    code = ("import sys, jupyter_ktune.runner.inputs_ahead, jupyter_ktune.runner.worker\n"
+            f"heavy = sorted(m for m in {heavy!r} if m in sys.modules)\n"
+            "import jupyter_ktune as k\n"
+            "print(heavy, k.run_kernel.__module__, k.runner.get_worker.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "jupyter_ktune.api", "get_worker"]
 
 
 def test_every_public_name_is_in_the_readme():
