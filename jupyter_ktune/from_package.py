@@ -62,7 +62,7 @@ def distribution(module: str) -> str:
     library's ``packages_distributions()`` parses every installed distribution's metadata,
     0.7 s per ``--from`` cell on a 2-core machine with the test extras (the parse of fla's
     matmul cell took 0.78 s in a notebook whose backend was open, on the H200:
-    bench/results/first_minute/2026-12-06-0056)."""
+    eec153a:bench/results/first_minute/2026-12-06-0056)."""
     top = module.split(".")[0]
     dist = installed_beside(top)
     if dist is not None:

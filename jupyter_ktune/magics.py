@@ -83,7 +83,7 @@ def compiled_text(line: str, cell: str) -> str:
     ``--from pkg.module:kernel`` names (read, not imported). fla's matmul cell is one line of
     directives, its module imports torch: without the module's text the fork server left
     torch out, and each of 15 pool processes imported it (2.6 s each on an H100 host,
-    bench/results/import_costs/2026-12-06-0402) beside the worker's first run."""
+    eec153a:bench/results/import_costs/2026-12-06-0402) beside the worker's first run."""
     from jupyter_ktune.from_package import module_file
 
     found = re.search(r"--from[= ]+([\w.]+):", line)

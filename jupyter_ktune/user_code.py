@@ -138,7 +138,7 @@ def any_inputs(fn: Callable[[], Any]) -> Any:
     A variant's first run drew its set while its build, in a thread beside it (or its static
     report after it, on a CPU machine), called ``inputs()`` again for the argument types: a
     second draw of fla's 4096^2 fp16 operands on the first result's path (0.7-1 s on the H200,
-    bench/results/first_minute/2026-12-06-0056)."""
+    eec153a:bench/results/first_minute/2026-12-06-0056)."""
     from jupyter_ktune.problem_key import inputs_key
 
     kept = _kept.get(inputs_key(fn))

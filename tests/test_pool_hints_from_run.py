@@ -3,8 +3,8 @@
 On the H200, fla's Autotune waited 3.69 s for its first result: eight compile-pool processes each
 called the cell's ``inputs()`` (two 4096^2 fp16 operands) only to read the argument types,
 5.6 s summed, and the worker's first run drew its set twice, once for the run and once for its
-build's types (bench/results/first_minute/2026-12-06-0056). Here one set serves: the worker's
-build takes the run's set (``user_code.any_inputs``), the panel asks the worker for those
+build's types (eec153a:bench/results/first_minute/2026-12-06-0056). Here one set serves: the
+worker's build takes the run's set (``user_code.any_inputs``), the panel asks the worker for those
 types after the first result (``pool_warm.learn_from_worker``), and the compiles sent ahead or
 by the sweep carry them, the arrays as stand-ins that pickle without their data.
 """

@@ -66,5 +66,22 @@ def test_an_old_set_or_another_cells_is_not_taken(worker, tmp_path, monkeypatch)
     assert worker.run(s2, s2.space.default()).status is Status.OK
     _callers(log2, 2)
     worker.call(setattr, input_sets, "AHEAD_MAX_AGE_S", 0.0, timeout=10)
-    assert worker.call(input_sets.prepare_inputs, s2, timeout=60)["drawn ahead"] == 0.0
+    try:
+        assert worker.call(input_sets.prepare_inputs, s2, timeout=60)["drawn ahead"] == 0.0
+    finally:  # the worker serves the module's other tests
+        worker.call(setattr, input_sets, "AHEAD_MAX_AGE_S", input_sets.AHEAD_MAX_AGE_S,
+                    timeout=10)
     assert _callers(log2, 3).count(worker.pid) == 2  # drawn afresh in the worker
+
+
+def test_the_timeline_says_whose_set_the_sweep_started_on(worker, tmp_path):
+    from jupyter_ktune.api import run_kernel
+    from jupyter_ktune.tuning.sweep import tune
+
+    log = tmp_path / "calls"
+    s = _spec(log, n=2000)
+    assert run_kernel(s, worker=worker).status is Status.OK
+    _callers(log, 2)
+    report = tune(s, "exhaustive", store=tmp_path / "s.sqlite", workers=[worker], top_k=0)
+    ready = [label for _, kind, label in report.info["timeline"] if kind == "inputs ready"]
+    assert ready == ["drawn ahead"], report.info["timeline"]

@@ -153,7 +153,7 @@ def take(pool: Any, spec: KernelSpec, config: Config) -> cf.Future | None:
 #: How long the compiles sent ahead wait for the pool hints (the device worker's, after the
 #: cell's first result, or the pool task's): without them each of 8 processes drew fla's
 #: 4096^2 operands itself, beside the worker's first run (5.6 s summed on the H200,
-#: bench/results/first_minute/2026-12-06-0056). Past it they go without, as before.
+#: eec153a:bench/results/first_minute/2026-12-06-0056). Past it they go without, as before.
 AHEAD_HINTS_WAIT_S = 20.0
 
 

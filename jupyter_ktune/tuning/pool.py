@@ -121,7 +121,7 @@ def pool_context(preload: list[str]) -> Any:
     result found no process ready for 1.8-3.3 s after the press, while the compiles it waited
     for took 0.05-0.35 s each (``4c899fe:bench/results/corpus_vs_autotune/2026-12-05-1821``);
     forked from a server that imported them once, the first compile sent ahead was back 6-16
-    ms after the press (bench/results/corpus_vs_autotune/2026-12-05-1839). The server is
+    ms after the press (eec153a:bench/results/corpus_vs_autotune/2026-12-05-1839). The server is
     multiprocessing's own (one per notebook) and its preload is the first one asked for (a
     cell's start: :func:`start_fork_server`); what it lacks, a process imports for itself, as
     a spawned one does. The server never opens the GPU (compiles are ahead of time, for a

@@ -44,7 +44,7 @@ _hints_lock = threading.Lock()
 #: How long a sweep holds its first compiles for hints on their way (the worker's, or the pool
 #: task's), rather than have each process call ``inputs()``: fla's 4096^2 operands took 0.7 s
 #: per process on the H200, and eight processes drawing at once summed 5.6 s of the sweep's
-#: "argument types" (bench/results/first_minute/2026-12-06-0056).
+#: "argument types" (eec153a:bench/results/first_minute/2026-12-06-0056).
 HINTS_WAIT_S = 2.0
 
 

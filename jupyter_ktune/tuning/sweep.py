@@ -265,8 +265,10 @@ class Sweep:
             done, _ = cf.wait([*compiling, *running, *waiting], timeout=0.25,
                               return_when=cf.FIRST_COMPLETED)
             for f in done:
-                if f is inputs:
-                    self.timeline.mark("inputs ready", {})
+                if f is inputs:  # the timeline says whose set it is (prepare_inputs)
+                    got = f.result() if f.exception() is None else {}
+                    self.timeline.mark("inputs ready", {"set": "drawn ahead" if (
+                        got or {}).get("drawn ahead") else "drawn now"})
                     key = self._inputs_seen(store, key)
                 elif f is ahead:
                     self.timeline.mark("launcher built", ahead_config or {})
