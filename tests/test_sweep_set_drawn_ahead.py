@@ -85,3 +85,31 @@ def test_the_timeline_says_whose_set_the_sweep_started_on(worker, tmp_path):
     report = tune(s, "exhaustive", store=tmp_path / "s.sqlite", workers=[worker], top_k=0)
     ready = [label for _, kind, label in report.info["timeline"] if kind == "inputs ready"]
     assert ready == ["drawn ahead"], report.info["timeline"]
+
+
+def test_the_helper_starts_before_the_first_set_is_drawn(tmp_path):
+    """The helper's interpreter and imports overlap the worker's own first draw, so the set it
+    draws ahead (the sweep's first) is ready sooner: it is running when ``inputs()`` is called."""
+    from jupyter_ktune.runner.client import DeviceWorker
+
+    log = tmp_path / "helper"
+
+    def inputs():
+        import os
+
+        from jupyter_ktune.runner import input_sets as sets
+        proc = sets._ahead._proc  # noqa: SLF001 - the worker's helper, read from inside it
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}:{int(proc is not None and proc.poll() is None)}\n")
+        x = np.random.rand(1000)
+        return dict(x=x, y=np.empty_like(x), n=1000)
+
+    def reference(x, y, n):
+        return 2 * x
+
+    s = parse_cell(LINE, SRC, {"inputs": inputs, "reference": reference})
+    with DeviceWorker() as fresh:  # no helper yet: its first run is the first draw
+        assert fresh.run(s, s.space.default()).status is Status.OK
+        pid = fresh.pid
+    first = log.read_text().split()[0]
+    assert first == f"{pid}:1", "the helper was not running when the first set was drawn"

@@ -78,6 +78,8 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str,
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
     drawn = drawn if drawn is not None else _ahead.take_set(io)
+    if drawn is None and not uses_device_arrays(spec.inputs):
+        _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
     if host_only(args):
         ref = spec.reference if spec.reference is not None and spec.options.verify else None
