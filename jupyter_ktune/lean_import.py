@@ -130,7 +130,9 @@ class _OptionalFinder(importlib.abc.MetaPathFinder):
 
 class _PendingLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return _Pending(spec.name)
+        pending = _Pending(spec.name)
+        pending.__dict__["__ktune_lock__"] = threading.RLock()  # one import per stand-in
+        return pending
 
     def exec_module(self, module: types.ModuleType) -> None:
         module.__dict__["__ktune_armed__"] = True  # the import machinery is done with it
@@ -139,7 +141,7 @@ class _PendingLoader(importlib.abc.Loader):
 #: names a stand-in answers itself: the ones the import machinery and ``repr`` read
 _OWN = frozenset({"__name__", "__spec__", "__loader__", "__package__", "__file__",
                   "__cached__", "__dict__", "__class__", "__repr__", "__ktune_armed__",
-                  "__ktune_real__"})
+                  "__ktune_real__", "__ktune_lock__"})
 
 
 class _Pending(types.ModuleType):
@@ -169,7 +171,7 @@ class _Pending(types.ModuleType):
 def _real(pending: _Pending) -> types.ModuleType:
     """Import the package ``pending`` stands for (once; the stand-in leaves ``sys.modules``)."""
     own = object.__getattribute__(pending, "__dict__")
-    with _lock:
+    with own["__ktune_lock__"]:  # its own lock: a package importing another's holds no other
         real = own.get("__ktune_real__")
         if real is None:
             name = own["__name__"]
