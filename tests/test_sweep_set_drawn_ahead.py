@@ -1,9 +1,12 @@
-"""A sweep starts on the input set the helper drew after the cell's run, not on a draw of its
-own (issue 33): fla's matmul sweep waited 0.8-1.1 s for its own draw and NumPy reference before
-its first run on an H100 host (bench/results/first_minute/2026-12-06-0613). The set must be
-one drawn for this very cell, and recently; the one a run kept is never reused (issue 34).
+"""A sweep starts on the input set the helper drew after the cell's run, with the reference
+the helper ran on it, where that set has the shapes of the one the inputs function returns now
+(issue 33): fla's matmul sweep waited 0.8-1.1 s for its own draw and NumPy reference before its
+first run on an H100 host (bench/results/first_minute/2026-12-06-0613). The inputs function is
+still called at the sweep's start (a size read from a file must be seen, issue 34), the set
+must be one drawn for this very cell, and recently; the one a run kept is never reused.
 
-A real worker with the fake backend; the inputs function logs the process that called it.
+A real worker with the fake backend; the inputs function and the reference log the process
+that called them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 import numpy as np
 
 from jupyter_ktune.api import parse_cell
+from jupyter_ktune.problem_key import inputs_signature
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner import input_sets
 
@@ -20,15 +24,19 @@ LINE = "scale --backend fake --inputs inputs --reference reference --out y --bud
 SRC = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"
 
 
-def _spec(log, n=1000):
+def _spec(log, n=1000, size_file=None):
     def inputs():
         import os
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
-        x = np.random.rand(n)
-        return dict(x=x, y=np.empty_like(x), n=n)
+        m = int(open(size_file).read()) if size_file else n
+        x = np.random.rand(m)
+        return dict(x=x, y=np.empty_like(x), n=m)
 
     def reference(x, y, n):
+        import os
+        with open(f"{log}.ref", "a") as f:
+            f.write(f"{os.getpid()}\n")
         return 2 * x
 
     return parse_cell(LINE, SRC, {"inputs": inputs, "reference": reference})
@@ -47,11 +55,31 @@ def test_the_sweep_takes_the_set_drawn_after_the_run(worker, tmp_path):
     assert worker.run(s, s.space.default()).status is Status.OK
     first = _callers(log, 2)  # the run's own draw, then the helper's, drawn ahead
     assert first[0] == worker.pid and first[1] != worker.pid
+    refs = _callers(tmp_path / "calls.ref", 2)  # the run's reference, then the helper's
     phases = worker.call(input_sets.prepare_inputs, s, timeout=60)
     assert phases["drawn ahead"] == 1.0
-    after = _callers(log, 3)  # the helper starts on the next set at once
-    assert after.count(worker.pid) == 1, "the sweep drew its own set in the worker"
+    assert _callers(log, 3).count(worker.pid) == 2  # the inputs function, called now too
+    time.sleep(0.5)
+    refs = [int(p) for p in (tmp_path / "calls.ref").read_text().split()]
+    assert refs.count(worker.pid) == 1, "the sweep ran the reference again in the worker"
     assert worker.run(s, s.space.config({"BLOCK": 2})).status is Status.OK  # verified on it
+
+
+def test_a_size_changed_since_is_drawn_now(worker, tmp_path):
+    """The inputs function reads its size from a file: changed after the run, the sweep's set
+    is the new size, not the one the helper drew before (issue 34)."""
+    size = tmp_path / "n.txt"
+    size.write_text("256")
+    log = tmp_path / "calls"
+    s = _spec(log, size_file=str(size))
+    assert worker.run(s, s.space.default()).status is Status.OK
+    _callers(log, 2)
+    size.write_text("4096")
+    phases = worker.call(input_sets.prepare_inputs, s, timeout=60)
+    assert phases["drawn ahead"] == 0.0
+    x = np.zeros(4096)
+    want = inputs_signature(dict(x=x, y=x, n=4096))
+    assert worker.call(input_sets.seen_inputs, s, timeout=30) == want
 
 
 def test_an_old_set_or_another_cells_is_not_taken(worker, tmp_path, monkeypatch):
@@ -71,7 +99,7 @@ def test_an_old_set_or_another_cells_is_not_taken(worker, tmp_path, monkeypatch)
     finally:  # the worker serves the module's other tests
         worker.call(setattr, input_sets, "AHEAD_MAX_AGE_S", input_sets.AHEAD_MAX_AGE_S,
                     timeout=10)
-    assert _callers(log2, 3).count(worker.pid) == 2  # drawn afresh in the worker
+    assert _callers(log2, 3).count(worker.pid) == 2  # drawn in the worker, as always
 
 
 def test_the_timeline_says_whose_set_the_sweep_started_on(worker, tmp_path):

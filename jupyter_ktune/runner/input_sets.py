@@ -23,7 +23,7 @@ from jupyter_ktune.measure.verify_device import DeviceReference
 from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
 from jupyter_ktune.runner.input_checks import check_input_set
-from jupyter_ktune.runner.inputs_ahead import DrawnSet, InputsAhead, host_only, uses_device_arrays
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.user_code import call_inputs, call_user, name_of
@@ -70,14 +70,13 @@ def checked_inputs(spec: KernelSpec, config: Config,
     return args
 
 
-def draw_inputs(spec: KernelSpec, config: Config, io: str,
-                drawn: DrawnSet | None = None) -> dict[str, Any]:
-    """A fresh input set: ``drawn``, else the one drawn ahead for ``io`` if there is one, else
-    drawn now. When the set is host-only, the next one is started in the helper process at
-    once, with the reference run there too unless it uses a device array API (issue 21).
+def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
+    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
+    the set is host-only, the next one is started in the helper process at once, with the
+    reference run there too unless it uses a device array API (issue 21).
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
-    drawn = drawn if drawn is not None else _ahead.take_set(io)
+    drawn = _ahead.take_set(io)
     if drawn is None and not uses_device_arrays(spec.inputs):
         _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
@@ -185,15 +184,15 @@ def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     """Worker-side, before a sweep's first config: draw the input set and run the reference on
     it, in a request of its own (its own time limit), so no config's timeout pays for them.
 
-    The set is a fresh one, never the set a run kept: the sweep compares its shapes with the
+    The set is drawn now, never the set a run kept: the sweep compares its shapes with the
     stored rows' (seen_inputs), and an inputs function may read what its code does not show (a
-    file, the environment) and draw another size now (issue 34). A set the helper began
-    drawing at most ``AHEAD_MAX_AGE_S`` ago for this very cell (``io_key``: the inputs
-    function's code, closure and the globals it reads) is such a fresh set, drawn while the
-    user looked at the first result: on an H100 host fla's matmul sweep waited 0.8-1.1 s for
-    its own draw and NumPy reference before its first run, most of Autotune's first result
-    (bench/results/first_minute/2026-12-06-0613). Its shapes are the ones the sweep reports
-    and stores, whatever a file says by then; an older set is dropped and one drawn now.
+    file, the environment) and draw another size now (issue 34). Its reference is the costly
+    half (a NumPy 4096^3 product: 0.4-0.5 s of fla's matmul sweep's 1.1 s wait before its first
+    run on an H100 host, bench/results/first_minute/2026-12-06-0613); so where the helper drew
+    a set for this very cell (``io_key``) at most ``AHEAD_MAX_AGE_S`` ago, with the reference
+    run on it, and that set has the shapes, dtypes and scalars of the one drawn now (what the
+    store keys results by), the sweep starts on the helper's set and its reference outputs
+    instead; a set of another size is left, and the one drawn now is used as before.
 
     Returns the phase times in ms ({"inputs": ..., "reference": ...}; "inputs" includes any
     wait for the helper) and "drawn ahead" (1.0 when the helper's set served, else 0.0).
@@ -202,12 +201,18 @@ def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     io = io_key(spec)
     ahead = _ahead.take_recent(io, AHEAD_MAX_AGE_S)
     forget_sets()
-    current = draw_inputs(spec, Config({}), io, ahead)
+    current = draw_inputs(spec, Config({}), io)  # what the inputs function returns now
+    served = ahead is not None and ahead.expected is not None \
+        and inputs_signature(ahead.args) == inputs_signature(current["args"])
+    if served:
+        assert ahead is not None  # for the type checker
+        current = {"args": checked_inputs(spec, Config({}), ahead.args),
+                   "expected": ahead.expected, "uses": 0, "reference_ms": ahead.reference_ms}
     _last_inputs[io] = current
     t1 = time.perf_counter()
     ensure_expected(spec, current)
     return {"inputs": (t1 - t0) * 1e3, "reference": (time.perf_counter() - t1) * 1e3,
-            "drawn ahead": float(ahead is not None)}
+            "drawn ahead": float(served)}
 
 
 def seen_inputs(spec: KernelSpec) -> str | None:
