@@ -37,7 +37,6 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import re
 import sys
 import threading
 import types
@@ -205,28 +204,28 @@ _requires: dict[str, frozenset[str]] = {}  # held top-level package -> its requi
 def _required_by(package: str, name: str, spec: importlib.machinery.ModuleSpec) -> bool:
     """Whether the distribution of ``package`` requires, with no extra, the distribution that
     installs ``name`` (where either is unknown: yes, and ``name`` imports as Python does)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     from jupyter_ktune.from_package import installed_beside
 
     if package not in _requires:
         dist = installed_beside(package)
-        if dist is None:
-            _requires[package] = frozenset({"*"})
-        else:
-            needed = set()
-            for req in dist.requires or ():
-                head, _, marker = req.partition(";")
-                if "extra" not in marker:
-                    needed.add(_normal(re.match(r"\s*[A-Za-z0-9._-]*", head).group(0)))
-            _requires[package] = frozenset(needed)
+        needed = {"*"} if dist is None else set()
+        for line in (dist.requires or ()) if dist is not None else ():
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                needed.add("*")  # unreadable metadata: defer nothing of this package
+                continue
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                needed.add(canonicalize_name(req.name))
+        _requires[package] = frozenset(needed)
     needed = _requires[package]
     if "*" in needed:
         return True
     dist = installed_beside(name, spec)
-    return dist is None or _normal(dist.metadata["Name"] or "") in needed
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+    return dist is None or canonicalize_name(dist.metadata["Name"] or "") in needed
 
 
 def deferred() -> dict[str, bool]:

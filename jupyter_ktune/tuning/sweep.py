@@ -267,8 +267,8 @@ class Sweep:
             for f in done:
                 if f is inputs:  # the timeline says whose set it is (prepare_inputs)
                     got = f.result() if f.exception() is None else {}
-                    self.timeline.mark("inputs ready", {"set": "drawn ahead" if (
-                        got or {}).get("drawn ahead") else "drawn now"})
+                    self.timeline.mark("inputs ready", {
+                        "set": "drawn ahead" if got.get("drawn ahead") else "drawn now"})
                     key = self._inputs_seen(store, key)
                 elif f is ahead:
                     self.timeline.mark("launcher built", ahead_config or {})
