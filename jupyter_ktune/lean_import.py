@@ -19,7 +19,7 @@ fails or verifies wrong, and ``KTUNE_LEAN_IMPORT=0`` turns the lean import off.
 Inside :func:`lean` too, a top-level package that a module of those packages imports and that
 their distribution does not require (an optional dependency, imported on the chance it is
 installed: ``liger_kernel/utils.py`` runs ``try: import peft``, and peft imports transformers,
-8-10 s of liger's first result on an H100 host, ``bench/results/first_minute/2026-12-06-0549``)
+8.7 s of liger's first result on an H100 host, bench/results/corpus_vs_autotune/2026-12-06-0557)
 is found, so the ``try`` succeeds as it would, but imported only when something reads a name of
 it: the importing module gets a stand-in (:class:`_Pending`) that imports the package then, as
 Python does, and hands every name on to it. Not :class:`importlib.util.LazyLoader`: that one
