@@ -65,6 +65,30 @@ def test_the_sweep_takes_the_set_drawn_after_the_run(worker, tmp_path):
     assert worker.run(s, s.space.config({"BLOCK": 2})).status is Status.OK  # verified on it
 
 
+def test_a_set_with_an_absent_optional_argument_is_drawn_ahead_too(worker, tmp_path):
+    """fla's matmul takes ``input=None, alpha=None`` and a string flag: a set holding None was
+    never drawn ahead, so its sweep waited for the worker's own draw and reference (1.1-1.3 s
+    before the first result on an H100 host, bench/results/first_minute/2026-12-06-0903)."""
+    log = tmp_path / "calls"
+
+    def inputs():
+        import os
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        x = np.random.rand(1000)
+        return dict(x=x, y=np.empty_like(x), n=1000, bias=None, act="")
+
+    def reference(x, y, n, bias, act):
+        return 2 * x
+
+    src = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n, bias, act):\n    y[:] = 2 * x\n"
+    s = parse_cell(LINE, src, {"inputs": inputs, "reference": reference})
+    assert worker.run(s, s.space.default()).status is Status.OK
+    callers = _callers(log, 2, timeout_s=10.0)
+    assert len(callers) == 2 and callers[1] != worker.pid, "the helper drew no next set"
+    assert worker.call(input_sets.prepare_inputs, s, timeout=60)["drawn ahead"] == 1.0
+
+
 def test_a_size_changed_since_is_drawn_now(worker, tmp_path):
     """The inputs function reads its size from a file: changed after the run, the sweep's set
     is the new size, not the one the helper drew before (issue 34)."""

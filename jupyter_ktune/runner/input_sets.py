@@ -80,14 +80,20 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
     if drawn is None and not uses_device_arrays(spec.inputs):
         _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
+    draw_next(spec, io, args)
+    expected = drawn.expected if drawn is not None else None
+    return {"args": args, "expected": expected, "uses": 0,
+            "reference_ms": drawn.reference_ms if drawn is not None else None}
+
+
+def draw_next(spec: KernelSpec, io: str, args: dict[str, Any]) -> None:
+    """Start the helper on the next set for ``io`` when ``args`` is host-only, with the
+    reference run there too unless it uses a device array API (issue 21)."""
     if host_only(args):
         ref = spec.reference if spec.reference is not None and spec.options.verify else None
         if ref is not None and uses_device_arrays(ref):
             ref = None  # on the device, in the worker
         _ahead.start(io, spec.inputs, ref, spec.outputs)
-    expected = drawn.expected if drawn is not None else None
-    return {"args": args, "expected": expected, "uses": 0,
-            "reference_ms": drawn.reference_ms if drawn is not None else None}
 
 
 def current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict[str, Any]:
@@ -194,20 +200,29 @@ def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     store keys results by), the sweep starts on the helper's set and its reference outputs
     instead; a set of another size is left, and the one drawn now is used as before.
 
+    The inputs function is called first and the helper's set taken after it: the helper,
+    drawing since the cell's run, has had the draw's time to finish, so the two waits overlap.
+
     Returns the phase times in ms ({"inputs": ..., "reference": ...}; "inputs" includes any
     wait for the helper) and "drawn ahead" (1.0 when the helper's set served, else 0.0).
     """
     t0 = time.perf_counter()
     io = io_key(spec)
+    _last_inputs.clear()
+    if not uses_device_arrays(spec.inputs):
+        _ahead.warm()  # no helper yet (a worker restarted): it starts while the set is drawn
+    now = checked_inputs(spec, Config({}))  # what the inputs function returns now
     ahead = _ahead.take_recent(io, AHEAD_MAX_AGE_S)
-    forget_sets()
-    current = draw_inputs(spec, Config({}), io)  # what the inputs function returns now
+    _ahead.drop()
     served = ahead is not None and ahead.expected is not None \
-        and inputs_signature(ahead.args) == inputs_signature(current["args"])
+        and inputs_signature(ahead.args) == inputs_signature(now)
     if served:
         assert ahead is not None  # for the type checker
         current = {"args": checked_inputs(spec, Config({}), ahead.args),
                    "expected": ahead.expected, "uses": 0, "reference_ms": ahead.reference_ms}
+    else:
+        current = {"args": now, "expected": None, "uses": 0, "reference_ms": None}
+    draw_next(spec, io, current["args"])
     _last_inputs[io] = current
     t1 = time.perf_counter()
     ensure_expected(spec, current)

@@ -41,7 +41,9 @@ import numpy as np
 
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
-_SCALARS = (int, float, complex, bool, str, bytes, np.generic)
+# None too: a Triton kernel's optional pointer or flag (fla's matmul takes input=None,
+# alpha=None), and a set holding one was never drawn ahead (issue 33)
+_SCALARS = (int, float, complex, bool, str, bytes, np.generic, type(None))
 _DEVICE_MODULES = ("torch", "cupy", "cupyx", "jax", "jaxlib")
 _helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
 
