@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,16 +28,20 @@ from jupyter_ktune.ui.start import panel_for
 CELL_STARTED = threading.Event()
 
 
-def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
+def warm_worker(line: str, cell: str = "",
+                namespace: Mapping[str, Any] | None = None) -> threading.Thread | None:
     """Have the device worker import the cell's backend and open the device on a thread, while
     this process parses the cell: the worker's torch, Triton and CUDA context took 7.5-8.3 s of
     a fresh notebook's first Triton cell (issue 33). A Triton cell's parse then asks the same
     worker for its ``@triton.autotune`` list (:mod:`.runner.describe`), which queues behind it,
     and the panel's own ``worker.device`` finds the answer ready. The backend is read from the
-    magic line alone; a bad line is left to ``parse_cell``, which reports it."""
+    magic line alone; a bad line is left to ``parse_cell``, which reports it. With the
+    notebook's ``namespace``, a cold worker's input helper draws the cell's first set and runs
+    its reference beside those imports (:mod:`.runner.first_set`)."""
     from jupyter_ktune.backends import backend_names
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import open_device
+    from jupyter_ktune.runner.first_set import send_first_set
     from jupyter_ktune.session import quiet_prefetch
 
     CELL_STARTED.set()
@@ -49,7 +54,10 @@ def warm_worker(line: str, cell: str = "") -> threading.Thread | None:
 
     def opening() -> None:  # its parts are kept for the first result (describe.open_device)
         with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
-            open_device(get_worker(), backend)
+            worker = get_worker()
+            if namespace is not None:  # a cold worker's helper draws the first set meanwhile
+                send_first_set(worker, backend, line, namespace)
+            open_device(worker, backend)
 
     thread = threading.Thread(target=opening, name="ktune-warm-worker", daemon=True)
     thread.start()
@@ -117,7 +125,8 @@ class KtuneMagics(Magics):
         The body may declare the space with ``// ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)``.
         """
         try:
-            warm_worker(line, cell)  # the worker opens the backend while the cell is parsed
+            warm_worker(line, cell, self.shell.user_ns)  # the worker opens the backend while
+            # the cell is parsed, and its helper draws the first input set
             spec = parse_cell(line, cell, self.shell.user_ns)
             if spec.package_source:  # --from: the package's text, read-only, above the result
                 from IPython.display import HTML, display

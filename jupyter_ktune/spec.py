@@ -193,6 +193,26 @@ def _line_parser(default_backend: str | None = None) -> _ArgParser:
     return p
 
 
+LineFunctions = tuple[Callable[..., Any], Callable[..., Any] | None, tuple[str, ...]]
+
+
+def line_functions(line: str, namespace: Mapping[str, Any]) -> LineFunctions | None:
+    """The inputs function, the reference (None under ``--no-verify``) and the outputs a magic
+    line names, read without the parse's checks: None for a line without an inputs function or
+    one the parse will refuse (it says why). A cell's start has the worker draw the first set
+    from them while it opens the device (``runner.first_set``)."""
+    try:
+        args = _line_parser().parse_args(shlex.split(line))
+    except (CellError, ValueError):
+        return None
+    inputs = namespace.get(args.inputs) if args.inputs else None
+    reference = namespace.get(args.reference) if args.reference and not args.no_verify else None
+    if not callable(inputs):
+        return None
+    outputs = tuple(o.strip() for o in args.out.split(",") if o.strip())
+    return inputs, reference if callable(reference) else None, outputs
+
+
 def _lookup(namespace: Mapping[str, Any], name: str | None, flag: str) -> Callable[..., Any] | None:
     if name is None:
         return None

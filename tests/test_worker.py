@@ -245,7 +245,8 @@ def test_a_set_drawn_ahead_arrives_whole_and_leaves_no_shared_memory():
     ahead = InputsAhead()
     try:
         ahead.start("k", make)
-        got = ahead.take("k")
+        drawn = ahead.take_set("k")
+        got = drawn.args if drawn is not None else None
         assert got is not None and got["n"] == 7 and got["s"] == np.float32(0.5)
         assert got["a"].dtype.name == "bfloat16" and got["a"].shape == (64, 32)
         assert np.isfinite(got["a"].astype(np.float32)).all() and got["a"].any()
@@ -253,9 +254,9 @@ def test_a_set_drawn_ahead_arrives_whole_and_leaves_no_shared_memory():
         assert got["t"].flags.f_contiguous and not got["t"].flags.c_contiguous   # and its order
         ahead.start("k", make)
         ahead.start("other", make)   # the set pending for "k" is dropped and its memory freed
-        assert ahead.take("k") is None and ahead.take("other") is not None
+        assert ahead.take_set("k") is None and ahead.take_set("other") is not None
         ahead.start("k", lambda: dict(x=1 / 0))
-        assert ahead.take("k") is None   # a failing inputs function: drawn in place, it reports
+        assert ahead.take_set("k") is None   # a failing inputs function: drawn in place, it reports
     finally:
         ahead.close()
     assert set(glob.glob("/dev/shm/ktune_inputs_*")) <= before

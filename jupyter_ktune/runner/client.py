@@ -27,6 +27,7 @@ from typing import Any
 from jupyter_ktune.backends import DEFAULT_BACKEND
 from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
+from jupyter_ktune.runner.first_set import claim_first_set
 from jupyter_ktune.runner.gpu_guest import give_way
 from jupyter_ktune.runner.inputs_ahead import remove_orphans
 from jupyter_ktune.runner.wire import pack_message, unpack_message
@@ -365,6 +366,7 @@ class DeviceWorker:
             raise CellError(f"--timeout {timeout!r}: {timeout_problem(timeout)}", line=1,
                             fix="Write --timeout 60 (seconds).")
         base = dict(name=spec.name, backend=spec.backend, config=dict(config))
+        claim_first_set(self, spec)  # the set a cell's start had drawn, if it is this spec's
         try:
             kind, value = self.request((kind, spec, config, *extra), timeout)
         except WorkerTimeout as exc:

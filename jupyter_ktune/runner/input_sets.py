@@ -23,7 +23,12 @@ from jupyter_ktune.measure.verify_device import DeviceReference
 from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
 from jupyter_ktune.runner.input_checks import check_input_set
-from jupyter_ktune.runner.inputs_ahead import InputsAhead, host_only, uses_device_arrays
+from jupyter_ktune.runner.inputs_ahead import (
+    InputsAhead,
+    helper_reference,
+    host_only,
+    uses_device_arrays,
+)
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.user_code import call_inputs, call_user, name_of
@@ -70,13 +75,15 @@ def checked_inputs(spec: KernelSpec, config: Config,
     return args
 
 
-def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
-    """A fresh input set: the one drawn ahead for ``io`` if there is one, else drawn now. When
+def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
+                ) -> dict[str, Any]:
+    """A fresh input set: the one drawn ahead for ``io`` if there is one (unless ``wait`` is
+    False and it is not back yet: a cell's first set, :mod:`.first_set`), else drawn now. When
     the set is host-only, the next one is started in the helper process at once, with the
     reference run there too unless it uses a device array API (issue 21).
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
-    drawn = _ahead.take_set(io)
+    drawn = _ahead.take_set(io) if wait or _ahead.ready(io) else None
     if drawn is None and not uses_device_arrays(spec.inputs):
         _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
@@ -86,14 +93,24 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str) -> dict[str, Any]:
             "reference_ms": drawn.reference_ms if drawn is not None else None}
 
 
+def draw_first(key: str, job: bytes) -> bool:
+    """Worker side of a cell's start: the helper draws the set the cell's first run will take
+    (:mod:`.first_set`; ``job`` forwarded unread)."""
+    _ahead.start_job(key, job)
+    return True
+
+
+def first_set_is(key: str, spec: KernelSpec) -> bool:
+    """Worker side: the set drawn at the cell's start (``key``) is ``spec``'s problem's."""
+    return _ahead.rename(key, io_key(spec))
+
+
 def draw_next(spec: KernelSpec, io: str, args: dict[str, Any]) -> None:
     """Start the helper on the next set for ``io`` when ``args`` is host-only, with the
     reference run there too unless it uses a device array API (issue 21)."""
     if host_only(args):
-        ref = spec.reference if spec.reference is not None and spec.options.verify else None
-        if ref is not None and uses_device_arrays(ref):
-            ref = None  # on the device, in the worker
-        _ahead.start(io, spec.inputs, ref, spec.outputs)
+        _ahead.start(io, spec.inputs, helper_reference(spec.reference, spec.options.verify),
+                     spec.outputs)
 
 
 def current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict[str, Any]:
@@ -109,7 +126,7 @@ def current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict
         stale = False
     if current is None or stale:
         phases.enter(phases.inputs(spec.inputs))
-        current = draw_inputs(spec, config, io)
+        current = draw_inputs(spec, config, io, wait=current is not None)
         _last_inputs.clear()
         _last_inputs[io] = current
     return current

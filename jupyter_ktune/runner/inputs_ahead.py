@@ -2,11 +2,10 @@
 
 A sweep draws fresh inputs every few variants (``execute.REDRAW_EVERY``). On the H200 host two
 4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: over a third of a warm 72-config sweep.
-Drawing
-them ahead on a thread of the worker would share its GIL with the timing loop: a NumPy call that
-holds the GIL for milliseconds between "record start event" and "launch" would put idle GPU time
-inside a timed run. So the set is drawn in a separate process and handed over in shared memory;
-the worker copies it out (tens of ms per 100 MB) at the redraw, outside any timed region.
+Drawn on a thread of the worker, they would share its GIL with the timing loop: a NumPy call
+holding it between "record start event" and "launch" would put idle GPU time in a timed run.
+So the set is drawn in a separate process and handed over in shared memory; the worker copies
+it out (tens of ms per 100 MB) at the redraw, outside any timed region.
 
 Only host sets qualify (contiguous NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs
 function that makes device arrays would launch GPU work of its own during the timing. A C- or
@@ -41,8 +40,7 @@ import numpy as np
 
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
-# None too: a Triton kernel's optional pointer or flag (fla's matmul takes input=None,
-# alpha=None), and a set holding one was never drawn ahead (issue 33)
+# None too: a Triton kernel's absent optional pointer (fla's matmul: input=None) (issue 33)
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic, type(None))
 _DEVICE_MODULES = ("torch", "cupy", "cupyx", "jax", "jaxlib")
 _helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
@@ -92,6 +90,20 @@ def uses_device_arrays(fn: Any) -> bool:
         if mod.split(".")[0] in _DEVICE_MODULES:
             return True
     return False
+
+
+def draw_job(inputs_fn: Any, reference: Any = None, outputs: tuple[str, ...] = ()) -> bytes:
+    """What the helper runs for one set, pickled: the inputs function, the reference (None:
+    not run there) and the outputs to take from it."""
+    return cloudpickle.dumps((inputs_fn, reference, tuple(outputs)))
+
+
+def helper_reference(reference: Any, verify: bool = True) -> Any:
+    """The reference the helper runs on the sets it draws: None under ``--no-verify`` and for a
+    reference written against a device array API (the worker runs that one, on the device)."""
+    if reference is None or not verify or uses_device_arrays(reference):
+        return None
+    return reference
 
 
 @dataclass(frozen=True)
@@ -222,25 +234,43 @@ class InputsAhead:
               outputs: tuple[str, ...] = ()) -> None:
         """Begin drawing the next set for ``io`` (and running ``reference`` on it, for
         ``outputs``); a set pending for another cell is dropped."""
+        try:
+            job = draw_job(inputs_fn, reference, outputs)
+        except Exception:  # noqa: BLE001 - an unpicklable function: drawn in place
+            self.drop()
+            return
+        self.start_job(io, job)
+
+    def start_job(self, io: str, job: bytes) -> None:
+        """As :meth:`start`, for a :func:`draw_job` pickled in the notebook (:mod:`.first_set`)."""
         self.drop()
         try:
-            payload = cloudpickle.dumps((inputs_fn, os.getpid(), reference, tuple(outputs)))
             self._ensure_helper()
             assert self._conn is not None and self._reader is not None
-            self._conn.send_bytes(payload)
+            self._conn.send_bytes(cloudpickle.dumps((os.getpid(), job)))
             self._pending[io] = self._reader.submit(self._conn.recv_bytes)
             self._started[io] = time.monotonic()
-        except Exception:  # noqa: BLE001 - unpicklable function or dead helper: draw in place
+        except Exception:  # noqa: BLE001 - a dead helper: drawn in place
             self.close()
 
-    def take(self, io: str) -> dict[str, Any] | None:
-        """The set drawn ahead for ``io``, or None: nothing pending, not host-only, the helper
-        died, or the inputs function failed there (drawn in place, it reports its own error)."""
-        drawn = self.take_set(io)
-        return drawn.args if drawn is not None else None
+    def rename(self, old: str, new: str) -> bool:
+        """File the set pending under ``old`` under ``new`` (whether there was one)."""
+        fut = self._pending.pop(old, None)
+        if fut is None:
+            return False
+        self._pending[new] = fut
+        self._started[new] = self._started.pop(old, time.monotonic())
+        return True
+
+    def ready(self, io: str) -> bool:
+        """Whether the set for ``io`` has come back (taking it now waits for nothing)."""
+        fut = self._pending.get(io)
+        return fut is not None and fut.done()
 
     def take_set(self, io: str) -> DrawnSet | None:
-        """As :meth:`take`, with the reference's outputs when the helper computed them."""
+        """The set drawn ahead for ``io``, with the reference's outputs when the helper ran it;
+        None: nothing pending, not host-only, the helper died, or the inputs function failed
+        there (drawn in place, it reports its own error)."""
         fut = self._pending.pop(io, None)
         if fut is None:
             return None
@@ -299,10 +329,11 @@ def serve(fd: int, parent: int | None = None) -> None:
     conn = Connection(socket.socket(fileno=fd).detach())
     while True:
         try:
-            fn, owner, reference, outputs = cloudpickle.loads(conn.recv_bytes())
+            owner, job = cloudpickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         try:
+            fn, reference, outputs = cloudpickle.loads(job)
             reply: tuple[str, Any] = ("ok", _draw_into_shared_memory(fn, owner, reference,
                                                                      outputs))
         except BaseException as exc:  # noqa: BLE001 - the worker draws again and reports it
@@ -311,13 +342,10 @@ def serve(fd: int, parent: int | None = None) -> None:
 
 
 def _die_with(parent: int) -> None:
-    """Exit when the worker ``parent`` does, even from inside a stuck ``inputs()`` (issue 15).
-
-    The socket closing is noticed only between requests; an inputs function that never returns
-    would keep the helper (and the memory it holds) forever. The worker starts the helper from
+    """Exit when the worker ``parent`` does, even from inside a stuck ``inputs()`` (issue 15):
+    the socket's closing is noticed only between requests. The worker starts the helper from
     its main thread, so on Linux the kernel may kill it with its parent (``PR_SET_PDEATHSIG``),
-    besides the watch of the parent id (:mod:`.parent_death`).
-    """
+    besides the watch of the parent id (:mod:`.parent_death`)."""
     from jupyter_ktune.runner.parent_death import exit_with_parent
 
     exit_with_parent(parent, kernel_signal=True)

@@ -17,6 +17,10 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
   inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
   fix))``: the inputs function runs here, never in the notebook (issue 34)
+* ``("first_set", backend, key, job)`` -> whether the input helper took ``job`` (a pickled
+  draw, forwarded unread): a cell's start, before the backend is opened, has its first set
+  drawn beside the imports (``runner.first_set``); False once the backend is open
+* ``("first_set_is", key, spec)`` -> whether that set was there to become ``spec``'s problem's
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -40,6 +44,9 @@ from typing import Any
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
+_OPENED: set[str] = set()  # the backends a "device" request has opened in this worker
+
+
 def _handle(msg: tuple) -> tuple:
     from jupyter_ktune.runner.execute import (
         FatalDeviceError,
@@ -53,7 +60,17 @@ def _handle(msg: tuple) -> tuple:
     if kind == "ping":
         return ("ok", "pong")
     if kind == "device":
-        return ("ok", _device(msg[1], device_info))
+        info = _device(msg[1], device_info)
+        _OPENED.add(msg[1])
+        return ("ok", info)
+    if kind == "first_set":
+        from jupyter_ktune.runner.input_sets import draw_first
+
+        return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3]))
+    if kind == "first_set_is":
+        from jupyter_ktune.runner.input_sets import first_set_is
+
+        return ("ok", first_set_is(msg[1], msg[2]))
     if kind == "limits":
         return _limits(msg[1])
     if kind == "describe":

@@ -1,0 +1,118 @@
+"""A cell's first input set is drawn, and its reference run, in the input helper while a cold
+worker opens the device (issue 33): fla's 4096^2 matmul waited 1.0-1.4 s for them after
+torch's import in a fresh notebook (bench/results/first_minute/2026-12-06-0903).
+
+A real worker with the fake backend; the inputs function and the reference log the process
+that called them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from jupyter_ktune.api import parse_cell
+from jupyter_ktune.problem_key import inputs_signature
+from jupyter_ktune.results import Status
+from jupyter_ktune.runner import input_sets
+from jupyter_ktune.runner.client import DeviceWorker
+from jupyter_ktune.runner.first_set import send_first_set
+from jupyter_ktune.spec import line_functions
+
+LINE = "scale --backend fake --inputs inputs --reference reference --out y --budget-ms 5"
+SRC = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"
+
+
+def _namespace(log, n=1000):
+    def inputs():
+        import os
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        x = np.random.rand(n)
+        return dict(x=x, y=np.empty_like(x), n=n)
+
+    def reference(x, y, n):
+        import os
+        with open(f"{log}.ref", "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return 2 * x
+
+    return {"inputs": inputs, "reference": reference}
+
+
+def _pids(path, at_least=1, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().split()) >= at_least:
+            break
+        time.sleep(0.05)
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def test_a_cold_workers_first_run_takes_the_set_drawn_at_the_cells_start(tmp_path):
+    log = tmp_path / "calls"
+    ns = _namespace(log)
+    with DeviceWorker() as w:
+        assert send_first_set(w, "fake", LINE, ns)
+        _pids(tmp_path / "calls.ref")  # the helper has drawn it and run the reference
+        w.device("fake")
+        spec = parse_cell(LINE, SRC, ns)
+        result = w.run(spec, spec.space.default())
+        assert result.status is Status.OK, result.reason
+        calls, refs = _pids(log, 2), _pids(tmp_path / "calls.ref", 2)
+        assert w.pid not in calls, "the worker drew the first set itself"
+        assert w.pid not in refs, "the worker ran the reference on the first set itself"
+
+
+def test_a_warm_worker_draws_its_own_set(tmp_path):
+    log = tmp_path / "calls"
+    ns = _namespace(log)
+    with DeviceWorker() as w:
+        w.device("fake")  # opened: a helper that still has to start would be later
+        assert not send_first_set(w, "fake", LINE, ns)
+        spec = parse_cell(LINE, SRC, ns)
+        assert w.run(spec, spec.space.default()).status is Status.OK
+        assert _pids(log)[0] == w.pid
+
+
+def test_the_set_is_taken_only_by_the_functions_that_drew_it(tmp_path):
+    """Another cell's functions (here: the same code over another size) draw their own set:
+    the set drawn for the first is never checked against the second's sizes."""
+    log = tmp_path / "calls"
+    with DeviceWorker() as w:
+        assert send_first_set(w, "fake", LINE, _namespace(log, n=500))
+        _pids(tmp_path / "calls.ref")
+        w.device("fake")
+        spec = parse_cell(LINE, SRC, _namespace(log, n=2000))
+        result = w.run(spec, spec.space.default())
+        assert result.status is Status.OK, result.reason
+        assert _pids(log, 2)[1] == w.pid  # drawn in the worker, at the second cell's size
+        x = np.zeros(2000)
+        assert w.call(input_sets.seen_inputs, spec, timeout=30) == inputs_signature(
+            dict(x=x, y=x, n=2000))
+
+
+def test_the_line_is_read_without_the_parses_checks():
+    ns = _namespace("/dev/null")
+    inputs, reference, outputs = line_functions(LINE, ns)
+    assert inputs is ns["inputs"] and reference is ns["reference"] and outputs == ("y",)
+    assert line_functions(LINE + " --no-verify", ns)[1] is None
+    assert line_functions("scale --backend fake --inputs missing", ns) is None
+    assert line_functions("scale --bogus-flag", ns) is None
+    assert line_functions('scale --inputs "inputs', ns) is None  # unbalanced quote
+
+
+def test_the_cells_start_sends_it(tmp_path, monkeypatch):
+    """``%%kernel``'s start (``magics.warm_worker``) hands the first set to a fresh worker."""
+    from jupyter_ktune import magics
+    from jupyter_ktune.runner import client
+
+    log = tmp_path / "calls"
+    with DeviceWorker() as w:
+        monkeypatch.setattr(client, "_default", w)
+        thread = magics.warm_worker(LINE, SRC, _namespace(log))
+        assert thread is not None
+        thread.join(60)
+        calls = _pids(log)
+        assert calls and calls[0] != w.pid, "no set was drawn beside the device's opening"
