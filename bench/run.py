@@ -106,6 +106,11 @@ REGISTRY: dict[str, Bench] = {
         "From a fresh process, nothing set apart: how soon is a notebook's first kernel cell "
         "verified, how soon does Autotune give its first result, and how does the sweep compare "
         "with triton.autotune and Kernel Tuner over the kernel's own space?"),
+    "first_minute_ab": Bench(
+        "first_minute_ab.py", "--base /tmp/base --kernel fla-matmul --reps 3", 300,
+        "On one host, in turns, each from a fresh process: how much sooner is a notebook's first "
+        "cell verified, and Autotune's first result there, with this tree than with the one "
+        "before (--base: its checkout)?"),
     "import_costs": Bench(
         "import_costs.py", "--reps 3 --out {out}", 200,
         "What does each fixed cost under a first result (torch's, triton's, cupy's, jax's "

@@ -1,0 +1,84 @@
+"""A notebook's first minute with two trees of jupyter-ktune, interleaved on one host.
+
+Hosts differ (torch's import took 2.4 s on one H100 host and 3.1-3.7 s on others), so a change
+to the first minute is measured against the tree before it on the same machine, in turns:
+``base, new, base, new, ...``, each side a fresh interpreter with empty caches, as
+``first_minute.py`` spawns them (its ``--side notebook NAME``: the cell's first result, then
+Autotune pressed at once). Every figure counts from the process's spawn or the cell's start;
+nothing is set apart.
+
+    python bench/first_minute_ab.py --base /tmp/base --kernel fla-matmul --reps 3
+
+``--base`` is a checkout of the earlier tree (``git archive REV | tar -x -C DIR``); the new tree
+is this one. Prints one JSON row per run, then the medians side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+PHASES = ("torch import", "kernel module import", "inputs", "reference", "compile", "verify")
+
+
+def run_side(tree: Path, kernel: str) -> dict:
+    """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty."""
+    tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
+    path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                         if p and Path(p).resolve() not in (HERE, tree.resolve())]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
+           "TRITON_CACHE_DIR": str(tmp / "triton"), "KTUNE_CACHE_DIR": str(tmp / "ktune"),
+           "CUPY_CACHE_DIR": str(tmp / "cupy"), "KTUNE_CEILINGS_CACHE": str(tmp / "c.json"),
+           "PYTHONUNBUFFERED": "1", "KTUNE_BENCH_T0": repr(time.time())}
+    p = subprocess.run([sys.executable, str(tree / "bench" / "first_minute.py"), "--side",
+                        "notebook", kernel], env=env, cwd=tmp, capture_output=True, text=True,
+                       timeout=300)
+    rows = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode or not rows:
+        return {"error": f"rc={p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
+    return json.loads(rows[-1])
+
+
+def summary(row: dict) -> dict:
+    phases = row.get("first_phases_ms") or {}
+    return {"first_result_s": row.get("first_result_s"), "cell_wait_s": row.get("cell_wait_s"),
+            "autotune_first_ok_s": row.get("sweep_first_ok_s"),
+            "inputs_ready": [e[2] for e in row.get("sweep_timeline") or []
+                             if e[1] == "inputs ready"],
+            **{f"{k} ms": phases.get(k) for k in PHASES}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", type=Path, required=True, help="checkout of the earlier tree")
+    ap.add_argument("--kernel", default="fla-matmul")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    got: dict[str, list[dict]] = {"base": [], "new": []}
+    for i in range(a.reps):
+        for side, tree in (("base", a.base), ("new", HERE)):
+            row = summary(run_side(tree, a.kernel))
+            got[side].append(row)
+            print(side, i, json.dumps(row), flush=True)
+    print(f"\n{a.kernel}, median of {a.reps} fresh processes each, interleaved")
+    keys = ("first_result_s", "cell_wait_s", "autotune_first_ok_s",
+            *(f"{k} ms" for k in PHASES))
+    print(f"{'':24} {'base':>9} {'new':>9}")
+    for k in keys:
+        vals = {s: [r[k] for r in rows if isinstance(r.get(k), (int, float))]
+                for s, rows in got.items()}
+        cells = [f"{statistics.median(v):9.3f}" if v else f"{'-':>9}" for v in vals.values()]
+        print(f"{k:24} {cells[0]} {cells[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
