@@ -123,12 +123,23 @@ def call_inputs(fn: Callable[[], Any], keep: bool = False) -> Any:
     else:
         flight.set_result(value)
         if keep:
-            _kept.clear()
-            _kept[key] = value
+            keep_inputs(fn, value)
         return value
     finally:
         with _drawing_lock:
             _drawing.pop(key, None)
+
+
+def keep_inputs(fn: Callable[[], Any], value: Any) -> None:
+    """Remember ``value`` as ``fn``'s set for :func:`any_inputs`: a keeping call's, or one drawn
+    by the input helper, which a build beside the run would otherwise draw again to read its
+    types (1.0 s instead of 0.2 s of fla's first compile on an H100 host,
+    bench/results/first_minute_ab/2026-12-06-0928)."""
+    from jupyter_ktune.problem_key import inputs_key
+
+    with _drawing_lock:
+        _kept.clear()
+        _kept[inputs_key(fn)] = value
 
 
 def any_inputs(fn: Callable[[], Any]) -> Any:

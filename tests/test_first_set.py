@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from jupyter_ktune.api import parse_cell
 from jupyter_ktune.problem_key import inputs_signature
@@ -116,3 +117,48 @@ def test_the_cells_start_sends_it(tmp_path, monkeypatch):
         thread.join(60)
         calls = _pids(log)
         assert calls and calls[0] != w.pid, "no set was drawn beside the device's opening"
+
+
+VADD = """# ktune: BLOCK in [64, 128]; num_warps in [4]
+# ktune: grid = cdiv(n, BLOCK)
+@triton.jit
+def vadd(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+"""
+
+
+def test_a_triton_cells_build_reads_its_types_from_the_set_drawn_at_the_start(tmp_path,
+                                                                             monkeypatch):
+    """The build beside the first run (its sm_90 static report) reads the argument types from
+    an input set: from the helper's, not from a draw of its own (fla's first compile took 1.0 s
+    instead of 0.2 s with that draw on an H100 host,
+    bench/results/first_minute_ab/2026-12-06-0928)."""
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    monkeypatch.setenv("KTUNE_FORCE_INTERPRET", "1")
+    log = tmp_path / "calls"
+
+    def inputs():
+        import os
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        x = np.random.rand(1000).astype(np.float32)
+        return dict(x=x, y=np.random.rand(1000).astype(np.float32), out=np.empty_like(x),
+                    n=1000)
+
+    def reference(x, y, out, n):
+        return x + y
+
+    ns = {"inputs": inputs, "reference": reference}
+    line = "vadd --backend triton --inputs inputs --reference reference --out out --budget-ms 5"
+    with DeviceWorker() as w:
+        assert send_first_set(w, "triton", line, ns)
+        _pids(log)
+        w.device("triton")
+        spec = parse_cell(line, VADD, ns)
+        result = w.run(spec, spec.space.default(), timeout=300)
+        assert result.status is Status.OK, result.reason
+        assert result.static is not None, "no static report: its build did not run"
+        assert w.pid not in _pids(log, 2), "the worker drew a set of its own"

@@ -31,7 +31,7 @@ from jupyter_ktune.runner.inputs_ahead import (
 )
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
-from jupyter_ktune.user_code import call_inputs, call_user, name_of
+from jupyter_ktune.user_code import call_inputs, call_user, keep_inputs, name_of
 
 _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its reference outputs
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
@@ -63,6 +63,8 @@ def checked_inputs(spec: KernelSpec, config: Config,
         raise CellError("no inputs function is given, so the kernel cannot run", line=1,
                         fix="Add --inputs make_inputs, a function returning a dict of arguments.")
     args = drawn if drawn is not None else call_inputs(spec.inputs, keep=True)
+    if drawn is not None:
+        keep_inputs(spec.inputs, drawn)  # a build beside the run reads its types from it
     if not isinstance(args, dict):
         raise CellError(f"the inputs function returned a {type(args).__name__}, not a dict",
                         line=1, fix="Return dict(x=..., y=..., n=...) keyed by kernel parameter.")
@@ -101,8 +103,22 @@ def draw_first(key: str, job: bytes) -> bool:
 
 
 def first_set_is(key: str, spec: KernelSpec) -> bool:
-    """Worker side: the set drawn at the cell's start (``key``) is ``spec``'s problem's."""
-    return _ahead.rename(key, io_key(spec))
+    """Worker side, before the cell's first run: the set drawn at the cell's start (``key``) is
+    ``spec``'s problem's. Back already, it is checked and kept now, before the run starts its
+    build, which reads the argument types from it (``user_code.any_inputs``); still being
+    drawn, the run takes it if it is back by its draw (``draw_inputs``)."""
+    io = io_key(spec)
+    if not _ahead.rename(key, io):
+        return False
+    if _ahead.ready(io) and io not in _last_inputs:
+        drawn = _ahead.take_set(io)
+        if drawn is not None:
+            args = checked_inputs(spec, Config({}), drawn.args)
+            _last_inputs.clear()
+            _last_inputs[io] = {"args": args, "expected": drawn.expected, "uses": 0,
+                                "reference_ms": drawn.reference_ms}
+            draw_next(spec, io, args)
+    return True
 
 
 def draw_next(spec: KernelSpec, io: str, args: dict[str, Any]) -> None:
