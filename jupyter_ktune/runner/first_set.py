@@ -69,18 +69,24 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     return True
 
 
-def claim_first_set(worker: Any, spec: KernelSpec) -> None:
-    """Notebook side, before a variant request: if the set drawn at a cell's start was drawn
+def claim_first_set(worker: Any, spec: KernelSpec, config: Any = None) -> None:
+    """Notebook side, before ``spec``'s first run: if the set drawn at a cell's start was drawn
     by ``spec``'s very functions, in this worker, it becomes the set of ``spec``'s problem
-    (``io_key``), which the run then takes. Once per job, matched or not."""
+    (``io_key``), which the run then takes. Once per job, matched or not. With ``config`` (a
+    panel's first), the worker starts that config's build meanwhile, on a GPU."""
     with _sent_lock:
         sent = _sent.pop(id(worker), None)
-    if sent is None or sent[0] != worker.pid or spec.inputs is None:
+    key = None
+    if sent is not None and sent[0] == worker.pid and spec.inputs is not None:
+        try:
+            _, mine = _job(spec.inputs, helper_reference(spec.reference, spec.options.verify),
+                           spec.outputs)
+            key = mine if mine == sent[1] else None
+        except Exception:  # noqa: BLE001 - not claimed: the run draws its own set
+            key = None
+    if key is None and config is None:
         return
     try:
-        _, key = _job(spec.inputs, helper_reference(spec.reference, spec.options.verify),
-                      spec.outputs)
-        if key == sent[1]:
-            worker.request(("first_set_is", key, spec), REQUEST_TIMEOUT_S)
-    except Exception:  # noqa: BLE001 - not claimed: the run draws its own set
+        worker.request(("before_first_run", spec, config, key), REQUEST_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - the run draws and builds as it always did
         return

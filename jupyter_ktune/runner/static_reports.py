@@ -50,6 +50,22 @@ def report_future(backend: Backend, spec: KernelSpec, config: Config) -> Future:
     return future
 
 
+def build_ahead(spec: KernelSpec, config: Config) -> bool:
+    """Start the report of the config a panel is about to run, on a GPU, where the report is
+    the very build the run loads: it builds while the notebook makes the panel (0.36-0.40 s of
+    widgets and figures before fla's first run on an H100 host; its build 0.4-1.0 s, which the
+    run waited for, bench/results/first_minute_ab/2026-12-06-0934). Not under the interpreter,
+    whose report is a compile for sm_90 the run does not need (:func:`report_later`). Whether
+    a build started."""
+    from jupyter_ktune.backends import get_backend
+
+    backend = get_backend(spec.backend)
+    if backend.device().compute_capability is None:
+        return False
+    report_future(backend, spec, config)
+    return True
+
+
 def report_if_done(source_hash: str, arch: str, config: Config) -> tuple[Any, Any] | None:
     """Worker-side, for a result returned before its report (``RunOptions.static_later``):
     ``(report, failure)`` once built (``(None, None)`` when none was started), None while it

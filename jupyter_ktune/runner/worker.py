@@ -20,7 +20,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("first_set", backend, key, job)`` -> whether the input helper took ``job`` (a pickled
   draw, forwarded unread): a cell's start, before the backend is opened, has its first set
   drawn beside the imports (``runner.first_set``); False once the backend is open
-* ``("first_set_is", key, spec)`` -> whether that set was there to become ``spec``'s problem's
+* ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
+  (``key``; None: none) was there to become ``spec``'s problem's; on a GPU the build of
+  ``config``, which a panel is about to run, starts meanwhile (``static_reports.build_ahead``)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -67,10 +69,15 @@ def _handle(msg: tuple) -> tuple:
         from jupyter_ktune.runner.input_sets import draw_first
 
         return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3]))
-    if kind == "first_set_is":
+    if kind == "before_first_run":
         from jupyter_ktune.runner.input_sets import first_set_is
+        from jupyter_ktune.runner.static_reports import build_ahead
 
-        return ("ok", first_set_is(msg[1], msg[2]))
+        _, spec, config, key = msg
+        taken = key is not None and first_set_is(key, spec)
+        if config is not None:
+            build_ahead(spec, config)
+        return ("ok", taken)
     if kind == "limits":
         return _limits(msg[1])
     if kind == "describe":
