@@ -7,10 +7,12 @@ to the first minute is measured against the tree before it on the same machine, 
 Autotune pressed at once). Every figure counts from the process's spawn or the cell's start;
 nothing is set apart.
 
-    python bench/first_minute_ab.py --base /tmp/base --kernel fla-matmul --reps 3
+    python bench/first_minute_ab.py --base /tmp/base --kernel fla-matmul --reps 3 --opened 8
 
 ``--base`` is a checkout of the earlier tree (``git archive REV | tar -x -C DIR``); the new tree
-is this one. Prints one JSON row per run, then the medians side by side.
+is this one. ``--opened S`` adds, in each rep, a notebook opened S s before its cells run (its
+backends sent at the kernel's start, as the labextension does). Prints one JSON row per run,
+then the medians side by side.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ HERE = Path(__file__).resolve().parent.parent
 PHASES = ("torch import", "kernel module import", "inputs", "reference", "compile", "verify")
 
 
-def run_side(tree: Path, kernel: str) -> dict:
-    """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty."""
+def run_side(tree: Path, kernel: str, opened: float = 0.0) -> dict:
+    """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty; ``opened``:
+    the notebook opened that many seconds before its cells run (its backends sent at start)."""
     tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                          if p and Path(p).resolve() not in (HERE, tree.resolve())]]
@@ -39,8 +42,8 @@ def run_side(tree: Path, kernel: str) -> dict:
            "CUPY_CACHE_DIR": str(tmp / "cupy"), "KTUNE_CEILINGS_CACHE": str(tmp / "c.json"),
            "PYTHONUNBUFFERED": "1", "KTUNE_BENCH_T0": repr(time.time())}
     p = subprocess.run([sys.executable, str(tree / "bench" / "first_minute.py"), "--side",
-                        "notebook", kernel], env=env, cwd=tmp, capture_output=True, text=True,
-                       timeout=300)
+                        "notebook", kernel, "--opened", str(opened)], env=env, cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
     rows = [x for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode or not rows:
         return {"error": f"rc={p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
@@ -61,22 +64,29 @@ def main() -> int:
     ap.add_argument("--base", type=Path, required=True, help="checkout of the earlier tree")
     ap.add_argument("--kernel", default="fla-matmul")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--opened", type=float, default=0.0, metavar="S",
+                    help="also a notebook opened S s before its cells run, each rep")
     a = ap.parse_args()
-    got: dict[str, list[dict]] = {"base": [], "new": []}
+    arms = [("new notebook", 0.0)] + ([(f"opened {a.opened:g} s before", a.opened)]
+                                      if a.opened > 0 else [])
+    got: dict[tuple[str, str], list[dict]] = {}
     for i in range(a.reps):
-        for side, tree in (("base", a.base), ("new", HERE)):
-            row = summary(run_side(tree, a.kernel))
-            got[side].append(row)
-            print(side, i, json.dumps(row), flush=True)
-    print(f"\n{a.kernel}, median of {a.reps} fresh processes each, interleaved")
+        for arm, opened in arms:
+            for side, tree in (("base", a.base), ("new", HERE)):
+                row = summary(run_side(tree, a.kernel, opened))
+                got.setdefault((arm, side), []).append(row)
+                print(side, arm, i, json.dumps(row), flush=True)
     keys = ("first_result_s", "cell_wait_s", "autotune_first_ok_s",
             *(f"{k} ms" for k in PHASES))
-    print(f"{'':24} {'base':>9} {'new':>9}")
-    for k in keys:
-        vals = {s: [r[k] for r in rows if isinstance(r.get(k), (int, float))]
-                for s, rows in got.items()}
-        cells = [f"{statistics.median(v):9.3f}" if v else f"{'-':>9}" for v in vals.values()]
-        print(f"{k:24} {cells[0]} {cells[1]}")
+    for arm, _ in arms:
+        print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved")
+        print(f"{'':24} {'base':>9} {'new':>9}")
+        for k in keys:
+            cells = []
+            for side in ("base", "new"):
+                v = [r[k] for r in got[(arm, side)] if isinstance(r.get(k), (int, float))]
+                cells.append(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}")
+            print(f"{k:24} {cells[0]} {cells[1]}")
     return 0
 
 
