@@ -56,7 +56,15 @@ def build_ahead(spec: KernelSpec, config: Config) -> bool:
     widgets and figures before fla's first run on an H100 host; its build 0.4-1.0 s, which the
     run waited for, bench/results/first_minute_ab/2026-12-06-0934). Not under the interpreter,
     whose report is a compile for sm_90 the run does not need (:func:`report_later`). Whether
-    a build started."""
+    a build started.
+
+    The worker asks for it only where the cell's first set was drawn at its start
+    (:mod:`.first_set`): a Triton build reads its argument types from an input set, and
+    without that one it would draw a set in its thread ahead of the run's own draw. In a
+    notebook opened before it ran (no first set), fla's first result was 0.19 s later with the
+    tree that built ahead regardless (2.49 s against 2.29 s from the cell's start, median of 3,
+    bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next set
+    beside the run's reference there, which may be the cause."""
     from jupyter_ktune.backends import get_backend
 
     backend = get_backend(spec.backend)

@@ -21,8 +21,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
   draw, forwarded unread): a cell's start, before the backend is opened, has its first set
   drawn beside the imports (``runner.first_set``); False once the backend is open
 * ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
-  (``key``; None: none) was there to become ``spec``'s problem's; on a GPU the build of
-  ``config``, which a panel is about to run, starts meanwhile (``static_reports.build_ahead``)
+  (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
+  build of ``config``, which a panel is about to run, starts meanwhile
+  (``static_reports.build_ahead``)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -75,7 +76,7 @@ def _handle(msg: tuple) -> tuple:
 
         _, spec, config, key = msg
         taken = key is not None and first_set_is(key, spec)
-        if config is not None:
+        if taken and config is not None:  # its argument types at hand: no draw of its own
             build_ahead(spec, config)
         return ("ok", taken)
     if kind == "limits":
