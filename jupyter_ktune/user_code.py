@@ -134,7 +134,7 @@ def keep_inputs(fn: Callable[[], Any], value: Any) -> None:
     """Remember ``value`` as ``fn``'s set for :func:`any_inputs`: a keeping call's, or one drawn
     by the input helper, which a build beside the run would otherwise draw again to read its
     types (1.0 s instead of 0.2 s of fla's first compile on an H100 host,
-    bench/results/first_minute_ab/2026-12-06-0928)."""
+    ``git show 3f99cc8:bench/results/first_minute_ab/2026-12-06-0928/raw_output.txt``)."""
     from jupyter_ktune.problem_key import inputs_key
 
     with _drawing_lock:

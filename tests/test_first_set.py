@@ -134,7 +134,7 @@ def test_a_triton_cells_build_reads_its_types_from_the_set_drawn_at_the_start(tm
     """The build beside the first run (its sm_90 static report) reads the argument types from
     an input set: from the helper's, not from a draw of its own (fla's first compile took 1.0 s
     instead of 0.2 s with that draw on an H100 host,
-    bench/results/first_minute_ab/2026-12-06-0928)."""
+    3f99cc8:bench/results/first_minute_ab/2026-12-06-0928)."""
     pytest.importorskip("triton")
     pytest.importorskip("torch")
     monkeypatch.setenv("KTUNE_FORCE_INTERPRET", "1")

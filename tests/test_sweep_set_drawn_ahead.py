@@ -1,7 +1,7 @@
 """A sweep starts on the input set the helper drew after the cell's run, with the reference
 the helper ran on it, where that set has the shapes of the one the inputs function returns now
 (issue 33): fla's matmul sweep waited 0.8-1.1 s for its own draw and NumPy reference before its
-first run on an H100 host (bench/results/first_minute/2026-12-06-0613). The inputs function is
+first run on an H100 host (3f99cc8:bench/results/first_minute/2026-12-06-0613). The inputs function is
 still called at the sweep's start (a size read from a file must be seen, issue 34), the set
 must be one drawn for this very cell, and recently; the one a run kept is never reused.
 
