@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from test_sweep_set_drawn_ahead import logging_functions
 
 from jupyter_ktune.api import parse_cell
 from jupyter_ktune.problem_key import inputs_signature
@@ -26,20 +27,7 @@ SRC = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"
 
 
 def _namespace(log, n=1000):
-    def inputs():
-        import os
-        with open(log, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        x = np.random.rand(n)
-        return dict(x=x, y=np.empty_like(x), n=n)
-
-    def reference(x, y, n):
-        import os
-        with open(f"{log}.ref", "a") as f:
-            f.write(f"{os.getpid()}\n")
-        return 2 * x
-
-    return {"inputs": inputs, "reference": reference}
+    return logging_functions(log, n)
 
 
 def _pids(path, at_least=1, timeout_s=20.0):

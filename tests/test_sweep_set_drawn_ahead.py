@@ -1,9 +1,9 @@
 """A sweep starts on the input set the helper drew after the cell's run, with the reference
 the helper ran on it, where that set has the shapes of the one the inputs function returns now
 (issue 33): fla's matmul sweep waited 0.8-1.1 s for its own draw and NumPy reference before its
-first run on an H100 host (3f99cc8:bench/results/first_minute/2026-12-06-0613). The inputs function is
-still called at the sweep's start (a size read from a file must be seen, issue 34), the set
-must be one drawn for this very cell, and recently; the one a run kept is never reused.
+first run on an H100 host (3f99cc8:bench/results/first_minute/2026-12-06-0613). The inputs
+function is still called at the sweep's start (a size read from a file must be seen, issue 34),
+the set must be one drawn for this very cell, and recently; the one a run kept is never reused.
 
 A real worker with the fake backend; the inputs function and the reference log the process
 that called them.
@@ -24,7 +24,9 @@ LINE = "scale --backend fake --inputs inputs --reference reference --out y --bud
 SRC = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"
 
 
-def _spec(log, n=1000, size_file=None):
+def logging_functions(log, n=1000, size_file=None):
+    """An inputs function and a reference that log the process calling them (``log`` and
+    ``log.ref``); the size is ``n``, or read from ``size_file``."""
     def inputs():
         import os
         with open(log, "a") as f:
@@ -39,7 +41,11 @@ def _spec(log, n=1000, size_file=None):
             f.write(f"{os.getpid()}\n")
         return 2 * x
 
-    return parse_cell(LINE, SRC, {"inputs": inputs, "reference": reference})
+    return {"inputs": inputs, "reference": reference}
+
+
+def _spec(log, n=1000, size_file=None):
+    return parse_cell(LINE, SRC, logging_functions(log, n, size_file))
 
 
 def _callers(log, at_least, timeout_s=30.0):
