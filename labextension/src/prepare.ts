@@ -11,10 +11,18 @@
  * their backends in the device worker while the user reads. Python kernels
  * only; nothing is sent for a notebook without `%%kernel` cells. The setting
  * `openAtKernelStart` (jupyter-ktune:prepare) turns it off.
+ *
+ * A new notebook has no `%%kernel` cell when its kernel starts: its first one
+ * is typed, then run, and opened cold (fla's first cell waited 4.45 s from
+ * its start in a new notebook, 1.46 s in one whose backends were opened
+ * before, on an H100 host: bench/results/first_minute/2026-12-06-0934). So a
+ * `%%kernel` cell typed or pasted while the kernel runs is sent too, half a
+ * second after the notebook's last change, once per backend per kernel start:
+ * its backend opens while the user writes the rest of the cell.
  */
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { kernelCellSources, prepareCode } from './kernelCell';
+import { backendOf, kernelCellSources, prepareCode } from './kernelCell';
 
 /** The settings plugin's id (its schema: `labextension/schema/prepare.json`). */
 export const PREPARE_PLUGIN = 'jupyter-ktune:prepare';
@@ -30,13 +38,27 @@ function codeSources(panel: NotebookPanel): string[] {
   return sources;
 }
 
-/** Send the notebook's `%%kernel` cells to its kernel, if it has any and runs Python. */
-async function sendCells(panel: NotebookPanel): Promise<void> {
+/** How long the notebook must be still before a typed `%%kernel` cell is sent. */
+export const TYPED_CELL_DELAY_MS = 500;
+
+/**
+ * Send the notebook's `%%kernel` cells to its kernel, if it has any whose backend is not in
+ * `sent` and it runs Python; the backends sent are added to `sent` ('' for the default: one
+ * request per backend, not per keystroke).
+ */
+async function sendCells(
+  panel: NotebookPanel,
+  sent: Set<string>,
+  typed = false
+): Promise<void> {
   const kernel = panel.sessionContext.session?.kernel;
-  const cells = kernelCellSources(codeSources(panel));
-  if (!kernel || cells.length === 0) {
+  // a typed cell's magic line is read once the body has begun (a line below it): a pause
+  // inside `%%kernel name --backend cu` would open the default backend, then a wrong name
+  const cells = kernelCellSources(codeSources(panel)).filter(cell => !typed || cell.includes('\n'));
+  if (!kernel || cells.every(cell => sent.has(backendOf(cell, '') ?? ''))) {
     return;
   }
+  cells.forEach(cell => sent.add(backendOf(cell, '') ?? ''));
   const info = await kernel.info;
   if (info.language_info.name !== 'python') {
     return;
@@ -50,28 +72,50 @@ async function sendCells(panel: NotebookPanel): Promise<void> {
   });
 }
 
-/** Watch one notebook's kernel: send its cells at each start while `enabled()`. */
+/**
+ * Watch one notebook's kernel: send its cells at each start while `enabled()`, and later a
+ * `%%kernel` cell typed for a backend not sent since that start.
+ */
 export function watchKernelStarts(panel: NotebookPanel, enabled: () => boolean): void {
   const context = panel.sessionContext;
   let armed = true; // the first idle after a start (or the first seen at all)
-  context.kernelChanged.connect(() => {
+  let sent = new Set<string>(); // the backends sent since the kernel's last start
+  let typed: ReturnType<typeof setTimeout> | undefined;
+  const send = (typedCell = false): void => {
+    if (enabled()) {
+      sendCells(panel, sent, typedCell).catch(reason =>
+        console.warn(`jupyter-ktune: could not open the notebook's backends (${reason})`)
+      );
+    }
+  };
+  const restart = (): void => {
     armed = true;
-  });
+    sent = new Set<string>();
+  };
+  context.kernelChanged.connect(restart);
   const onStatus = (status: string): void => {
     if (status === 'starting' || status === 'restarting' || status === 'autorestarting') {
-      armed = true;
+      restart();
     } else if (status === 'idle' && armed) {
       armed = false;
-      if (enabled()) {
-        sendCells(panel).catch(reason =>
-          console.warn(`jupyter-ktune: could not open the notebook's backends (${reason})`)
-        );
-      }
+      send();
     }
   };
   context.statusChanged.connect((_, status) => onStatus(status));
   // a notebook restored before this plugin loaded may be idle already: no change will come
   void context.ready.then(() => onStatus(context.session?.kernel?.status ?? 'unknown'));
+  const onEdit = (): void => {
+    if (typed !== undefined) {
+      clearTimeout(typed);
+    }
+    typed = setTimeout(() => {
+      typed = undefined;
+      if (!armed) {
+        send(true); // nothing goes before the start's own request
+      }
+    }, TYPED_CELL_DELAY_MS);
+  };
+  void panel.context.ready.then(() => panel.content.model?.contentChanged.connect(onEdit));
 }
 
 /** Watch every notebook the tracker has or gets, reading the setting as it changes. */

@@ -1,8 +1,8 @@
 /**
  * A notebook's backends are opened when its kernel starts (issue 33): the labextension sends
  * the notebook's %%kernel cells in a silent request, and the kernel's device worker imports
- * exactly those backends before any cell runs. The setting `openAtKernelStart`
- * (jupyter-ktune:prepare) turns it off.
+ * exactly those backends before any cell runs; a %%kernel cell typed later is sent the same
+ * way. The setting `openAtKernelStart` (jupyter-ktune:prepare) turns both off.
  *
  * The fixture's first cell is a probe that runs no %%kernel cell: it prints what
  * `jupyter_ktune.prepare` opened and whether the worker has imported triton.
@@ -67,10 +67,59 @@ test('with openAtKernelStart off, no backend is opened before a cell asks', asyn
     await openFixture(page, tmpPath, FIXTURE);
     await kernelIdle(page);
     await page.waitForTimeout(8000); // time enough for an opening that should not happen
-    const printed = await probe(page);
+    let printed = await probe(page);
+    expect(printed).toContain('prepared: []');
+    expect(printed).toContain('worker imported triton: False');
+    // nor when a %%kernel cell is edited (the cells typed later are sent under the same setting)
+    await page.notebook.setCell(
+      2,
+      'code',
+      '%%kernel double --backend triton --inputs inputs --reference reference --out y\n# ktune:\n'
+    );
+    await page.waitForTimeout(4000);
+    printed = await probe(page);
     expect(printed).toContain('prepared: []');
     expect(printed).toContain('worker imported triton: False');
   } finally {
     await saveSetting(page, '{}');
   }
+});
+
+test('a %%kernel cell typed in a new notebook opens its backend before it runs', async ({
+  page,
+  tmpPath
+}) => {
+  // a notebook with no %%kernel cell when its kernel starts: nothing is opened then
+  await openFixture(page, tmpPath, 'prepare_typed_fixture.ipynb');
+  await kernelIdle(page);
+  await page.waitForTimeout(3000);
+  expect(await probe(page)).toContain('prepared: []');
+  // the user types the magic line and the first line of the body, and runs nothing
+  await page.notebook.setCell(
+    2,
+    'code',
+    '%%kernel double --backend triton --inputs inputs --reference reference --out y\n' +
+      '# ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)\n'
+  );
+  await expect
+    .poll(() => probe(page), { timeout: 120000, intervals: [2000] })
+    .toContain('worker imported triton: True');
+  expect(await probe(page)).toContain("prepared: ['triton']");
+  await page.notebook.setCell(
+    2,
+    'code',
+    [
+      '%%kernel double --backend triton --inputs inputs --reference reference --out y --config BLOCK=64',
+      '# ktune: BLOCK in [64, 128]; grid = cdiv(n, BLOCK)',
+      '@triton.jit',
+      'def double(x, y, n, BLOCK: tl.constexpr):',
+      '    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)',
+      '    tl.store(y + offs, 2.0 * tl.load(x + offs, mask=offs < n), mask=offs < n)'
+    ].join('\n')
+  );
+  await page.notebook.runCell(1); // %load_ext, the inputs
+  await page.notebook.runCell(2); // the typed cell: its panel, as usual
+  await settled(page);
+  await expect(page.locator('.ktune-badge').first()).toContainText('correct');
+  await page.screenshot({ path: path.join(SHOTS, 'prepare-typed-cell-lab.png') });
 });
