@@ -201,3 +201,32 @@ def test_the_build_ahead_starts_on_a_gpu_only(monkeypatch):
     assert static_reports.build_ahead(spec, config)
     assert key in static_reports._reports  # noqa: SLF001
     static_reports._reports.pop(key).result(timeout=30)  # noqa: SLF001
+
+
+def test_a_first_set_drawn_long_ago_is_not_taken(tmp_path):
+    """A cell whose start drew a set and that never ran (its parse failed): a later run of
+    the same functions draws afresh once that set is older than ``AHEAD_MAX_AGE_S`` (a size
+    read from a file may have changed since)."""
+    log = tmp_path / "calls"
+    ns = _namespace(log)
+    with DeviceWorker() as w:
+        assert send_first_set(w, "fake", LINE, ns)
+        _pids(tmp_path / "calls.ref")
+        w.call(setattr, input_sets, "AHEAD_MAX_AGE_S", 0.0, timeout=10)
+        w.device("fake")
+        spec = parse_cell(LINE, SRC, ns)
+        assert w.run(spec, spec.space.default()).status is Status.OK
+        assert _pids(log, 2)[1] == w.pid
+
+
+def test_functions_over_a_large_array_are_not_sent(tmp_path, monkeypatch):
+    from jupyter_ktune.runner import first_set
+
+    monkeypatch.setattr(first_set, "MAX_JOB_BYTES", 1000)
+    big = np.random.rand(1000)
+
+    def inputs():
+        return dict(x=big, y=np.empty_like(big), n=1000)
+
+    with DeviceWorker() as w:
+        assert not send_first_set(w, "fake", LINE, {"inputs": inputs, "reference": None})

@@ -38,6 +38,9 @@ from jupyter_ktune.runner.inputs_ahead import draw_job, helper_reference, uses_d
 from jupyter_ktune.spec import KernelSpec, line_functions
 
 REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a worker start
+#: a larger pickle (functions that close over big arrays) is not sent: the claim would pickle
+#: it again, on the first run's path, to compare it
+MAX_JOB_BYTES = 16 << 20
 _sent: dict[int, tuple[int | None, str]] = {}  # id(worker) -> (its pid, the job's key)
 _sent_lock = threading.Lock()
 
@@ -59,6 +62,8 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
         return False
     try:
         job, key = _job(inputs, helper_reference(reference), outputs)
+        if len(job) > MAX_JOB_BYTES:
+            return False
         kind, value = worker.request(("first_set", backend, key, job), REQUEST_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the run draws its own set and reports any error
         return False

@@ -108,7 +108,7 @@ def first_set_is(key: str, spec: KernelSpec) -> bool:
     build, which reads the argument types from it (``user_code.any_inputs``); still being
     drawn, the run takes it if it is back by its draw (``draw_inputs``)."""
     io = io_key(spec)
-    if not _ahead.rename(key, io):
+    if not _ahead.rename(key, io, AHEAD_MAX_AGE_S):  # an older one: a cell that never ran
         return False
     if _ahead.ready(io) and io not in _last_inputs:
         drawn = _ahead.take_set(io)

@@ -221,10 +221,9 @@ class InputsAhead:
         self._reader = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktune-ahead")
 
     def warm(self) -> None:
-        """Start the helper process now, before a set is asked of it: its interpreter and
-        imports (0.5-1 s on a busy host) then overlap the worker's own draw of the set before,
-        and the set drawn ahead is ready that much sooner (a sweep's first runs wait for it,
-        :func:`~jupyter_ktune.runner.input_sets.prepare_inputs`)."""
+        """Start the helper process before a set is asked of it: its interpreter and imports
+        (0.5-1 s on a busy host) overlap the worker's own draw, and the set drawn ahead (a
+        sweep's first, :func:`~jupyter_ktune.runner.input_sets.prepare_inputs`) is sooner."""
         try:
             self._ensure_helper()
         except Exception:  # noqa: BLE001 - no helper: the sets are drawn in place, as before
@@ -232,8 +231,7 @@ class InputsAhead:
 
     def start(self, io: str, inputs_fn: Any, reference: Any = None,
               outputs: tuple[str, ...] = ()) -> None:
-        """Begin drawing the next set for ``io`` (and running ``reference`` on it, for
-        ``outputs``); a set pending for another cell is dropped."""
+        """Begin drawing the next set for ``io`` (``reference`` run on it, for ``outputs``)."""
         try:
             job = draw_job(inputs_fn, reference, outputs)
         except Exception:  # noqa: BLE001 - an unpicklable function: drawn in place
@@ -242,7 +240,8 @@ class InputsAhead:
         self.start_job(io, job)
 
     def start_job(self, io: str, job: bytes) -> None:
-        """As :meth:`start`, for a :func:`draw_job` pickled in the notebook (:mod:`.first_set`)."""
+        """As :meth:`start`, for a :func:`draw_job` pickled in the notebook (:mod:`.first_set`);
+        a set pending for another cell is dropped."""
         self.drop()
         try:
             self._ensure_helper()
@@ -253,13 +252,14 @@ class InputsAhead:
         except Exception:  # noqa: BLE001 - a dead helper: drawn in place
             self.close()
 
-    def rename(self, old: str, new: str) -> bool:
-        """File the set pending under ``old`` under ``new`` (whether there was one)."""
-        fut = self._pending.pop(old, None)
-        if fut is None:
+    def rename(self, old: str, new: str, max_age_s: float) -> bool:
+        """File the set pending under ``old`` under ``new`` if its draw began at most
+        ``max_age_s`` ago (whether it did); an older one is dropped, with any other pending."""
+        if old in self._pending and time.monotonic() - self._started[old] > max_age_s:
+            self.drop()
+        if old not in self._pending:
             return False
-        self._pending[new] = fut
-        self._started[new] = self._started.pop(old, time.monotonic())
+        self._pending[new], self._started[new] = self._pending.pop(old), self._started.pop(old)
         return True
 
     def ready(self, io: str) -> bool:
@@ -282,8 +282,8 @@ class InputsAhead:
         return _take_set(drawn) if kind == "ok" and drawn is not None else None
 
     def take_recent(self, io: str, max_age_s: float) -> DrawnSet | None:
-        """As :meth:`take_set`, for a set whose draw began at most ``max_age_s`` ago; an older
-        one is left pending (a :meth:`drop` unlinks it)."""
+        """:meth:`take_set` for a set whose draw began at most ``max_age_s`` ago (an older one
+        is left pending: a :meth:`drop` unlinks it)."""
         started = self._started.get(io)
         if started is None or time.monotonic() - started > max_age_s:
             return None
