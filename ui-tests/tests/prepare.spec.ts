@@ -9,7 +9,7 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
-import { openFixture, settled, SHOTS } from './helpers';
+import { NOTEBOOKS, openFixture, settled, SHOTS } from './helpers';
 
 test.use({ autoGoto: true });
 test.setTimeout(240 * 1000);
@@ -122,4 +122,37 @@ test('a %%kernel cell typed in a new notebook opens its backend before it runs',
   await settled(page);
   await expect(page.locator('.ktune-badge').first()).toContainText('correct');
   await page.screenshot({ path: path.join(SHOTS, 'prepare-typed-cell-lab.png') });
+});
+
+test('in Notebook 7 too, a typed %%kernel cell opens its backend before it runs', async ({
+  page,
+  tmpPath,
+  baseURL
+}) => {
+  await page.contents.uploadFile(
+    path.join(NOTEBOOKS, 'prepare_typed_fixture.ipynb'),
+    `${tmpPath}/typed7.ipynb`
+  );
+  const nb7 = await page.context().newPage();
+  await nb7.setViewportSize({ width: 1280, height: 900 });
+  await nb7.goto(`${baseURL}/notebooks/${tmpPath}/typed7.ipynb`);
+  const cells = nb7.locator('.jp-Notebook .jp-Cell');
+  await cells.first().waitFor({ timeout: 60000 });
+  const probe7 = async (): Promise<string> => {
+    await cells.nth(0).locator('.cm-content').click();
+    await nb7.keyboard.press('Control+Enter'); // run the probe in place
+    await nb7.waitForTimeout(1500);
+    return (await cells.nth(0).locator('.jp-OutputArea-output').allInnerTexts()).join('');
+  };
+  await expect.poll(probe7, { timeout: 120000, intervals: [2000] }).toContain('prepared: []');
+  await cells.nth(2).locator('.cm-content').click();
+  await nb7.keyboard.type(
+    '%%kernel double --backend triton --inputs inputs --reference reference --out y\n# ktune:'
+  );
+  await expect
+    .poll(probe7, { timeout: 120000, intervals: [2000] })
+    .toContain('worker imported triton: True');
+  expect(await probe7()).toContain("prepared: ['triton']");
+  await nb7.screenshot({ path: path.join(SHOTS, 'prepare-typed-cell-notebook7.png') });
+  await nb7.close();
 });
