@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-PHASES = ("torch import", "kernel module import", "inputs", "reference", "compile", "verify")
+PHASES = ("torch import", "device context", "triton device request", "kernel module import",
+          "cupy import", "cuda device request", "inputs", "reference", "compile", "verify")
 
 
 def run_side(tree: Path, kernel: str, opened: float = 0.0) -> dict:

@@ -40,6 +40,7 @@ from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, chec
     io_key,
     last_set,
     prepare_inputs,
+    start_deferred_next,
 )
 from jupyter_ktune.runner.static_reports import (  # noqa: F401 - seed_static: API
     report_future,
@@ -234,6 +235,7 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
                                    inputs=host_args, flops=_flops(spec, host_args, cxx))
             if verification is not None:
                 _verified[(io, key)] = verification
+            start_deferred_next()  # the helper's next set, now that the CPU is the timing's
         tick("verify")
         measurement = None
         if spec.options.time:

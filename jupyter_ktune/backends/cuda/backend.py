@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from functools import cached_property
 from typing import Any, ClassVar
 
-from jupyter_ktune.backends import Registered
+from jupyter_ktune.backends import Registered, context_ahead
 from jupyter_ktune.backends.base import (
     COMPILE_ONLY_ENV,
     BackendBase,
@@ -138,6 +138,7 @@ class CudaBackend(BackendBase):
     @cached_property
     def _device(self) -> DeviceInfo:
         opened = Opening()  # the first result's phases: cupy's import, then the device
+        context_ahead.start_in_worker()  # the driver and the context, beside cupy's import
         try:
             (cupy,) = opened.imports("cupy")
         except ImportError:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
+from jupyter_ktune.backends import context_ahead
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, DeviceInfo, Variant
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
@@ -125,7 +126,8 @@ class TritonBackend(TritonFacts):
     @cached_property
     def _device(self) -> DeviceInfo:
         opened = Opening()  # the first result's phases: torch's import, triton's, the rest
-        choose_mode()  # the mode first: triton's import reads TRITON_INTERPRET
+        if not choose_mode():  # the mode first: triton's import reads TRITON_INTERPRET
+            context_ahead.start_in_worker()  # the driver and the context, beside the imports
         try:
             torch, triton = opened.imports("torch", "triton")
         except ImportError as exc:

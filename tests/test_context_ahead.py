@@ -1,0 +1,101 @@
+"""The GPU's primary context is made on a thread beside a fresh worker's backend imports
+(:mod:`jupyter_ktune.backends.context_ahead`): the driver calls, in order, through a stand-in
+for libcuda (this machine has none), and the places where it must not happen."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import pytest
+
+from jupyter_ktune.backends import context_ahead
+
+
+class FakeDriver:
+    """libcuda's three calls, logged; ``fail`` names one that returns an error."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.calls: list[tuple] = []
+        self.fail = fail
+
+    def _call(self, name: str, *args: object) -> int:
+        self.calls.append((name, threading.current_thread().name, *args))
+        return 100 if name == self.fail else 0
+
+    def cuInit(self, flags):  # noqa: N802 - the driver's names
+        return self._call("cuInit", flags)
+
+    def cuDeviceGet(self, device, ordinal):  # noqa: N802
+        return self._call("cuDeviceGet", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, context, device):  # noqa: N802
+        return self._call("cuDevicePrimaryCtxRetain")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """The module as a fresh process has it: nothing started, nothing reported."""
+    monkeypatch.setattr(context_ahead, "_started", [])
+    monkeypatch.setattr(context_ahead, "RESULT", {})
+    return monkeypatch
+
+
+def test_the_driver_is_initialised_and_the_context_retained_on_a_thread(fresh):
+    driver = FakeDriver()
+    fresh.setattr(ctypes, "CDLL", lambda name: driver)
+    context_ahead.start(0).join(5)
+    assert [c[0] for c in driver.calls] == ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]
+    assert {c[1] for c in driver.calls} == {"ktune-context-ahead"}
+    assert driver.calls[0][2] == 0 and driver.calls[1][2] == 0
+    assert context_ahead.RESULT == {"context": True}
+    assert context_ahead.start(0) is context_ahead._started[0]  # once per process
+    assert len(driver.calls) == 3
+
+
+def test_a_failing_call_stops_there_and_says_which(fresh):
+    driver = FakeDriver(fail="cuDeviceGet")
+    fresh.setattr(ctypes, "CDLL", lambda name: driver)
+    context_ahead.start(0).join(5)
+    assert [c[0] for c in driver.calls] == ["cuInit", "cuDeviceGet"]
+    assert context_ahead.RESULT == {"error": "cuDeviceGet returned 100"}
+
+
+def test_no_libcuda_is_no_error_for_the_cell(fresh):
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    fresh.setattr(ctypes, "CDLL", missing)
+    context_ahead.start(0).join(5)
+    assert context_ahead.RESULT["error"].startswith("libcuda")
+
+
+@pytest.mark.parametrize("gpu, compile_only, started", [
+    (True, "", True), (False, "", False), (True, "1", False)])
+def test_only_a_device_worker_on_a_gpu_machine_starts_it(fresh, gpu, compile_only, started):
+    driver = FakeDriver()
+    fresh.setattr(ctypes, "CDLL", lambda name: driver)
+    fresh.setattr(context_ahead, "nvidia_gpu_visible", lambda: gpu)
+    fresh.setenv(context_ahead.COMPILE_ONLY_ENV, compile_only)
+    context_ahead.start_in_worker()
+    if context_ahead._started:
+        context_ahead._started[0].join(5)
+    assert bool(driver.calls) is started
+
+
+@pytest.mark.parametrize("interpreting, seen", [(False, [True, True]), (True, [False])])
+def test_a_triton_worker_starts_it_before_torchs_import_on_a_gpu_only(fresh, interpreting, seen):
+    """On a GPU the context thread is started first, then the imports run (the Opening's first
+    import finds it started); the interpreter's opening (a CPU machine) never starts it."""
+    calls: list[bool] = []
+    fresh.setattr(context_ahead, "start_in_worker", lambda: calls.append(True))
+    import jupyter_ktune.backends.triton.backend as tb
+
+    def first_import(self, *names):
+        calls.append(bool(calls))  # started before the imports?
+        raise ImportError("stop here", name="triton")
+
+    fresh.setattr(tb, "choose_mode", lambda: interpreting)
+    fresh.setattr(tb.Opening, "imports", first_import)
+    tb.TritonBackend()._device  # noqa: B018 - the opening itself
+    assert calls == seen
