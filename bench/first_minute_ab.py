@@ -68,13 +68,15 @@ def main() -> int:
     ap.add_argument("--opened", type=float, default=0.0, metavar="S",
                     help="also a notebook opened S s before its cells run, each rep")
     a = ap.parse_args()
+    a.base = a.base.resolve()  # each side runs in a temporary folder of its own
     arms = [("new notebook", 0.0)] + ([(f"opened {a.opened:g} s before", a.opened)]
                                       if a.opened > 0 else [])
     got: dict[tuple[str, str], list[dict]] = {}
     for i in range(a.reps):
         for arm, opened in arms:
             for side, tree in (("base", a.base), ("new", HERE)):
-                row = summary(run_side(tree, a.kernel, opened))
+                ran = run_side(tree, a.kernel, opened)
+                row = summary(ran) if "error" not in ran else ran
                 got.setdefault((arm, side), []).append(row)
                 print(side, arm, i, json.dumps(row), flush=True)
     keys = ("first_result_s", "cell_wait_s", "autotune_first_ok_s",
