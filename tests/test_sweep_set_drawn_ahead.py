@@ -173,10 +173,10 @@ def test_the_helper_starts_before_the_first_set_is_drawn(tmp_path):
     assert first == f"{pid}:1", "the helper was not running when the first set was drawn"
 
 
-def test_the_next_set_is_drawn_after_the_runs_own_reference_and_verification(worker, tmp_path):
+def test_the_next_set_is_drawn_after_the_runs_own_reference(worker, tmp_path):
     """A set the worker drew itself has its reference run in the worker; the helper's next set
-    and its reference (BLAS on every core for a large product) waits until the run verified,
-    instead of competing with them: an opened notebook's first fla cell got 0.19 s slower when
+    and its reference (BLAS on every core for a large product) waits until that reference is
+    done, instead of competing with it: an opened notebook's first fla cell got 0.19 s slower when
     they overlapped (962f4d4:bench/results/first_minute_ab/2026-12-06-0945)."""
     import os
 

@@ -228,6 +228,7 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
         if not reused:
             ensure_expected(spec, current, config)
         tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
+        start_deferred_next()  # the helper's next set, now that this one's reference is done
         if not reused:
             current["uses"] += 1
             phases.enter(phases.run("the verification run"))
@@ -235,7 +236,6 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
                                    inputs=host_args, flops=_flops(spec, host_args, cxx))
             if verification is not None:
                 _verified[(io, key)] = verification
-            start_deferred_next()  # the helper's next set, now that the CPU is the timing's
         tick("verify")
         measurement = None
         if spec.options.time:

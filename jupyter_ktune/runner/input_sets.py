@@ -128,16 +128,18 @@ def first_set_is(key: str, spec: KernelSpec) -> bool:
 
 
 def start_deferred_next() -> None:
-    """Start the next set that :func:`draw_inputs` held back, now that the run verified (or
-    failed): only while its set is still the one kept (another cell's set drew its own).
+    """Start the next set that :func:`draw_inputs` held back, now that the run's reference is
+    done (or the run failed before it): only while its set is still the one kept (another
+    cell's set drew its own).
 
-    A set drawn in place has its reference run by the worker, then the verification compares
-    on the host or the GPU; a helper drawing the next set and running its reference meanwhile
-    competes for the same cores and memory bandwidth (BLAS on every core): a notebook opened
-    before its first fla matmul cell ran got 0.19 s slower once fla's sets were drawn ahead
-    (inputs, reference and verification each slower, 962f4d4:bench/results/first_minute_ab/
-    2026-12-06-0945). Started after the verification, the helper works while the worker times
-    and the notebook shows the result."""
+    A set drawn in place has its reference run by the worker; a helper drawing the next set
+    and running its reference meanwhile competes for the same cores and memory bandwidth (BLAS
+    on every core): a notebook opened before its first fla matmul cell ran got 0.19 s slower
+    once fla's sets were drawn ahead (inputs, reference and verification each slower,
+    962f4d4:bench/results/first_minute_ab/2026-12-06-0945). Held until after the verification
+    too, the next set came 0.19 s later to an Autotune pressed at the first result, for no
+    clear gain of the cell's (3 interleaved runs each, bench/results/first_minute_ab/
+    2026-12-06-1205): so the helper starts as the verification does, its draw beside it."""
     for io, (spec, args) in list(_deferred.items()):
         _deferred.pop(io, None)
         if io in _last_inputs and _last_inputs[io]["args"] is args:
