@@ -299,12 +299,14 @@ def med(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0) -> dict:
+def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0,
+                   opened_reps: int | None = None) -> dict:
     """One kernel, each side a fresh process, interleaved (ktune, anchor, ktune, ...): the first
     cell ``max(reps, cell_reps)`` times, the sweep and the anchor ``reps`` times; the rows and
     their summary (medians, both ratios, both winners timed by ktune's protocol here).
     ``opened_s`` > 0: as many first cells again, of a notebook opened ``opened_s`` s before
-    the user runs it (``notebook_side``), interleaved with the others."""
+    the user runs it (``notebook_side``), interleaved with the others (``opened_reps`` of them,
+    where given: the fresh first cells are what the targets name)."""
     cuda = n.startswith("kt-")
     rows: dict[str, list[dict]] = {"ktune": [], "anchor": [], "opened": []}
     spawn("files", n)  # untimed: the files both sides read, in the OS cache for both
@@ -317,7 +319,7 @@ def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0) -> 
         if i < reps:
             rows["anchor"].append(spawn("kerneltuner" if cuda else "autotune", n, timeout=400))
             print(n, "anchor", i, json.dumps(rows["anchor"][-1], default=str)[:800], flush=True)
-        if opened_s > 0 and i < cell_reps:
+        if opened_s > 0 and i < (cell_reps if opened_reps is None else opened_reps):
             rows["opened"].append(spawn("notebook", n, "--no-sweep", "--opened", str(opened_s)))
             print(n, "opened", i, json.dumps(rows["opened"][-1], default=str)[:1500], flush=True)
     k, t = rows["ktune"], rows["anchor"]
@@ -388,6 +390,7 @@ def main() -> int:
     ap.add_argument("--cell-reps", type=int, default=5, help="fresh processes for the first cell")
     ap.add_argument("--opened", type=float, default=0.0, metavar="S",
                     help="also first cells of a notebook opened S s before it is run")
+    ap.add_argument("--opened-reps", type=int, help="fresh processes for those (--cell-reps)")
     ap.add_argument("--check", action="store_true", help="CPU: parse every cell, no device")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -409,7 +412,7 @@ def main() -> int:
         return 0
     out: dict[str, Any] = {"kernels": {}, "opened_s": a.opened}
     for n in names:
-        out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps, a.opened)
+        out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps, a.opened, a.opened_reps)
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
             (a.out / "first_minute.json").write_text(json.dumps(out, indent=1, default=str))
