@@ -40,7 +40,6 @@ from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, chec
     io_key,
     last_set,
     prepare_inputs,
-    start_deferred_next,
 )
 from jupyter_ktune.runner.static_reports import (  # noqa: F401 - seed_static: API
     report_future,
@@ -228,7 +227,6 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
         if not reused:
             ensure_expected(spec, current, config)
         tick("reference")  # ~0 when the helper (or prepare_inputs) ran it ahead
-        start_deferred_next()  # the helper's next set, now that this one's reference is done
         if not reused:
             current["uses"] += 1
             phases.enter(phases.run("the verification run"))

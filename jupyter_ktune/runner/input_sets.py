@@ -37,7 +37,6 @@ _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its ref
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
 AHEAD_MAX_AGE_S = 120.0  # a sweep starts on a set drawn ahead this recently (prepare_inputs)
 _ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
-_deferred: dict[str, tuple[KernelSpec, dict[str, Any]]] = {}  # start_deferred_next's one set
 
 
 def last_set(io: str) -> dict[str, Any] | None:
@@ -48,7 +47,6 @@ def last_set(io: str) -> dict[str, Any] | None:
 def forget_sets() -> None:
     """Drop the kept set and the one drawn ahead (after the device context was lost)."""
     _last_inputs.clear()
-    _deferred.clear()
     _ahead.drop()
 
 
@@ -91,11 +89,7 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
     if drawn is None and not uses_device_arrays(spec.inputs):
         _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
-    _deferred.clear()
-    if drawn is None and spec.reference is not None and spec.options.verify:
-        _deferred[io] = (spec, args)  # the worker runs this set's reference: the next waits
-    else:
-        draw_next(spec, io, args)
+    draw_next(spec, io, args)
     expected = drawn.expected if drawn is not None else None
     return {"args": args, "expected": expected, "uses": 0,
             "reference_ms": drawn.reference_ms if drawn is not None else None}
@@ -125,25 +119,6 @@ def first_set_is(key: str, spec: KernelSpec) -> bool:
                                 "reference_ms": drawn.reference_ms}
             draw_next(spec, io, args)
     return True
-
-
-def start_deferred_next() -> None:
-    """Start the next set that :func:`draw_inputs` held back, now that the run's reference is
-    done (or the run failed before it): only while its set is still the one kept (another
-    cell's set drew its own).
-
-    A set drawn in place has its reference run by the worker; a helper drawing the next set
-    and running its reference meanwhile competes for the same cores and memory bandwidth (BLAS
-    on every core): a notebook opened before its first fla matmul cell ran got 0.19 s slower
-    once fla's sets were drawn ahead (inputs, reference and verification each slower,
-    962f4d4:bench/results/first_minute_ab/2026-12-06-0945). Held until after the verification
-    too, the next set came 0.19 s later to an Autotune pressed at the first result, for no
-    clear gain of the cell's (3 interleaved runs each, bench/results/first_minute_ab/
-    2026-12-06-1205): so the helper starts as the verification does, its draw beside it."""
-    for io, (spec, args) in list(_deferred.items()):
-        _deferred.pop(io, None)
-        if io in _last_inputs and _last_inputs[io]["args"] is args:
-            draw_next(spec, io, args)
 
 
 def draw_next(spec: KernelSpec, io: str, args: dict[str, Any]) -> None:
