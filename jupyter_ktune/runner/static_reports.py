@@ -54,7 +54,7 @@ def build_ahead(spec: KernelSpec, config: Config) -> bool:
     """Start the report of the config a panel is about to run, on a GPU, where the report is
     the very build the run loads: it builds while the notebook makes the panel (0.36-0.40 s of
     widgets and figures before fla's first run on an H100 host; its build 0.4-1.0 s, which the
-    run waited for, bench/results/first_minute_ab/2026-12-06-0934). Not under the interpreter,
+    run waited for, c65966b:bench/results/first_minute_ab/2026-12-06-0934). Not under the interpreter,
     whose report is a compile for sm_90 the run does not need (:func:`report_later`). Whether
     a build started.
 
@@ -63,7 +63,7 @@ def build_ahead(spec: KernelSpec, config: Config) -> bool:
     without that one it would draw a set in its thread ahead of the run's own draw. In a
     notebook opened before it ran (no first set), fla's first result was 0.19 s later with the
     tree that built ahead regardless (2.49 s against 2.29 s from the cell's start, median of 3,
-    bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next set
+    c65966b:bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next set
     beside the run's reference there, which may be the cause."""
     from jupyter_ktune.backends import get_backend
 
