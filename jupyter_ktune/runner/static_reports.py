@@ -54,17 +54,18 @@ def build_ahead(spec: KernelSpec, config: Config) -> bool:
     """Start the report of the config a panel is about to run, on a GPU, where the report is
     the very build the run loads: it builds while the notebook makes the panel (0.36-0.40 s of
     widgets and figures before fla's first run on an H100 host; its build 0.4-1.0 s, which the
-    run waited for, c65966b:bench/results/first_minute_ab/2026-12-06-0934). Not under the interpreter,
-    whose report is a compile for sm_90 the run does not need (:func:`report_later`). Whether
-    a build started.
+    run waited for, c65966b:bench/results/first_minute_ab/2026-12-06-0934). Not under the
+    interpreter, whose report is a compile for sm_90 the run does not need
+    (:func:`report_later`). Whether a build started.
 
     The worker asks for it only where the cell's first set was drawn at its start
     (:mod:`.first_set`): a Triton build reads its argument types from an input set, and
     without that one it would draw a set in its thread ahead of the run's own draw. In a
     notebook opened before it ran (no first set), fla's first result was 0.19 s later with the
     tree that built ahead regardless (2.49 s against 2.29 s from the cell's start, median of 3,
-    c65966b:bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next set
-    beside the run's reference there, which may be the cause."""
+    c65966b:bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next
+    set beside the run's reference there, which may be the cause; five runs a side of the tree
+    after it on a quieter host found its opened cell at 1.36 s (first_minute_ab/2026-12-06-1235)."""
     from jupyter_ktune.backends import get_backend
 
     backend = get_backend(spec.backend)
