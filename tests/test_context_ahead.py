@@ -99,3 +99,18 @@ def test_a_triton_worker_starts_it_before_torchs_import_on_a_gpu_only(fresh, int
     fresh.setattr(tb.Opening, "imports", first_import)
     tb.TritonBackend()._device  # noqa: B018 - the opening itself
     assert calls == seen
+
+
+def test_a_cuda_worker_starts_it_before_cupys_import(fresh):
+    """The CUDA backend's opening starts the context thread, then imports CuPy."""
+    calls: list[bool] = []
+    fresh.setattr(context_ahead, "start_in_worker", lambda: calls.append(True))
+    import jupyter_ktune.backends.cuda.backend as cb
+
+    def first_import(self, *names):
+        calls.append(bool(calls))  # started before the import?
+        raise ImportError("stop here", name="cupy")
+
+    fresh.setattr(cb.Opening, "imports", first_import)
+    cb.CudaBackend()._device  # noqa: B018 - the opening itself
+    assert calls == [True, True]

@@ -6,10 +6,10 @@ for the device, which initialises the CUDA driver and the device's context: "dev
 other: the driver's ``cuInit`` and ``cuDevicePrimaryCtxRetain`` are called here through
 ctypes, which releases the GIL around each call, so they run on another core while the
 import runs Python. torch, CuPy and Triton all use the device's primary context (the runtime
-API's), so they find the driver initialised and the context made. Measured on an H100 host,
-five (four) fresh processes a side: fla's "device context" 195 -> 15 ms; the CUDA C++ cell's 230 ->
-110 ms, its CuPy opening's remainder 76 -> 0 ms (bench/results/first_minute_ab/2026-12-06-1235,
--1239).
+API's), so they find the driver initialised and the context made. On an H100 host, medians
+of 5 fresh processes a side (4 for the CUDA cell): fla's "device context" 195 -> 15 ms
+(bench/results/first_minute_ab/2026-12-06-1235); the CUDA C++ cell's 230 -> 110 ms, and the
+rest of its CuPy opening 76 -> 0 ms (bench/results/first_minute_ab/2026-12-06-1239).
 
 Only in the device worker, where a GPU is visible and the backend will open it anyway; never in
 a compile-pool process (compiles are ahead of time, for a target) nor the notebook (issue 34).

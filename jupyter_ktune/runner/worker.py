@@ -35,6 +35,7 @@ phase starts (``runner.phases``): the client gives each phase its own time limit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -61,8 +62,6 @@ def _import_while_idle() -> None:
     cell needs, and Triton's mode, are the request's. The ready message goes first, so the
     worker's start costs what it did."""
     def run() -> None:
-        import contextlib
-
         with contextlib.suppress(Exception):  # the request imports them again, and reports
             import jupyter_ktune.runner.execute  # noqa: F401
             import jupyter_ktune.runner.profile  # noqa: F401
