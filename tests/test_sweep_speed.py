@@ -152,7 +152,7 @@ def test_strategies_start_on_a_space_of_a_trillion_configs_in_under_a_second(nam
 def test_a_reference_written_with_a_device_array_api_stays_in_the_worker():
     import types
 
-    from jupyter_ktune.runner.inputs_ahead import uses_device_arrays
+    from jupyter_ktune.runner.device_modules import uses_device_arrays
 
     fake_torch = types.ModuleType("torch")
     ns = {"torch": fake_torch, "np": np}

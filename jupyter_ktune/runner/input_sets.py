@@ -22,13 +22,9 @@ from jupyter_ktune.measure.verify import reference_outputs, zero_inputs
 from jupyter_ktune.measure.verify_device import DeviceReference
 from jupyter_ktune.problem_key import inputs_signature, problem_key
 from jupyter_ktune.runner import phases
+from jupyter_ktune.runner.device_modules import uses_device_arrays
 from jupyter_ktune.runner.input_checks import check_input_set
-from jupyter_ktune.runner.inputs_ahead import (
-    InputsAhead,
-    helper_reference,
-    host_only,
-    uses_device_arrays,
-)
+from jupyter_ktune.runner.inputs_ahead import InputsAhead, helper_reference, host_only
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.user_code import call_inputs, call_user, keep_inputs, name_of

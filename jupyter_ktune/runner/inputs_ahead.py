@@ -14,7 +14,9 @@ Fortran-ordered array arrives in the same order; a strided view is drawn in plac
 The helper also runs the reference on the set it drew (issue 21): a NumPy fp32 matmul at 4096^3
 takes seconds, and run in the worker it sat inside the first config's request of every set. A
 reference written against a device array API (torch, CuPy, JAX: :func:`uses_device_arrays`) is
-left to the worker, which owns the device; the helper never opens a device context.
+left to the worker, which owns the device (:mod:`.device_modules`, which also reads the imports
+in a function's own body). The helper never opens a device context: it runs with every device
+hidden (:func:`helper_env`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import glob
-import inspect
 import os
 import re
 import socket
@@ -38,11 +39,12 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from jupyter_ktune.runner.device_modules import uses_device_arrays
+
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
 # None too: a Triton kernel's absent optional pointer (fla's matmul: input=None) (issue 33)
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic, type(None))
-_DEVICE_MODULES = ("torch", "cupy", "cupyx", "jax", "jaxlib")
 _helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
 
 
@@ -70,26 +72,12 @@ def host_only(args: dict[str, Any]) -> bool:
     return total <= MAX_BYTES
 
 
-def uses_device_arrays(fn: Any) -> bool:
-    """Whether ``fn`` names a device array module (torch, CuPy, JAX) among its globals or its
-    closure: such a reference runs in the worker, on the device, not in the helper."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return True  # a callable object: nothing to inspect, keep it where the device is
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if hasattr(k, "co_code"))
-    glb = getattr(fn, "__globals__", {})
-    values = [glb[n] for n in names if n in glb]
-    values += list(inspect.getclosurevars(fn).nonlocals.values())
-    for v in values:
-        mod = v.__name__ if isinstance(v, type(np)) else getattr(v, "__module__", "") or ""
-        if mod.split(".")[0] in _DEVICE_MODULES:
-            return True
-    return False
+def helper_env() -> dict[str, str]:
+    """The helper's environment: the worker's, with every device hidden. Only host work belongs
+    there; a function that reaches a device anyway (through a module the names do not show) then
+    fails in the helper, and the worker draws or checks that set itself, on the device."""
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "",
+            "JAX_PLATFORMS": "cpu"}
 
 
 def draw_job(inputs_fn: Any, reference: Any = None, outputs: tuple[str, ...] = ()) -> bytes:
@@ -214,7 +202,7 @@ class InputsAhead:
             [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
              "serve; serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()),
              str(os.getpid())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=helper_env())
         _helpers.add(self._proc)
         theirs.close()
         self._conn = Connection(mine.detach())

@@ -24,6 +24,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
   (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
   build of ``config``, which a panel is about to run, starts meanwhile
   (``static_reports.build_ahead``)
+* ``("import_ahead", packages)`` -> the device packages (torch, CuPy, JAX) the cell's inputs
+  function or reference uses, whose imports start now on a thread, beside the backend's
+  (``runner.device_modules``); requests that run user code wait for them
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -72,7 +75,25 @@ def _import_while_idle() -> None:
     thread.start()
 
 
+#: requests that may run beside the imports ahead: the cell's start (the backend's imports, the
+#: device, the module's autotune list, the first set and its build); any other request runs
+#: user code or times a kernel, and waits for them
+_BESIDE_IMPORTS_AHEAD = frozenset({"ping", "import_ahead", "first_set", "device", "describe",
+                                   "before_first_run"})
+
+
 def _handle(msg: tuple) -> tuple:
+    """One request's reply; a request that runs user code or times a kernel first waits for the
+    imports ahead (the idle worker's NumPy is in before they start: the two import chains share
+    no module that is still being imported)."""
+    if msg[0] not in _BESIDE_IMPORTS_AHEAD:
+        from jupyter_ktune.runner.device_modules import join_ahead
+
+        join_ahead()
+    return _dispatch(msg)
+
+
+def _dispatch(msg: tuple) -> tuple:
     if msg[0] != "ping":  # one importer at a time: no module seen half-initialized
         while _preimport:
             _preimport.pop().join()
@@ -104,6 +125,10 @@ def _handle(msg: tuple) -> tuple:
         if taken and config is not None:  # its argument types at hand: no draw of its own
             build_ahead(spec, config)
         return ("ok", taken)
+    if kind == "import_ahead":
+        from jupyter_ktune.runner.device_modules import import_ahead
+
+        return ("ok", import_ahead(msg[1]))
     if kind == "limits":
         return _limits(msg[1])
     if kind == "describe":
