@@ -5,6 +5,7 @@ for libcuda (this machine has none), and the places where it must not happen."""
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 import pytest
@@ -114,3 +115,50 @@ def test_a_cuda_worker_starts_it_before_cupys_import(fresh):
     fresh.setattr(cb.Opening, "imports", first_import)
     cb.CudaBackend()._device  # noqa: B018 - the opening itself
     assert calls == [True, True]
+
+
+@pytest.mark.parametrize("gpu, compile_only, started", [
+    (True, "", True), (False, "", False), (True, "1", False)])
+def test_triton_driver_utilities_are_built_in_a_subprocess_in_a_gpu_worker_only(
+        fresh, gpu, compile_only, started):
+    """Triton's ``cuda_utils`` build (a C compile on a cold cache) runs in an interpreter of its
+    own, once per worker, in the worker of a GPU machine only."""
+    import subprocess
+
+    from jupyter_ktune.backends.triton import utils_ahead
+
+    spawned: list[list[str]] = []
+
+    class Proc:
+        def __init__(self, args, **_):  # noqa: ANN001, ANN003
+            spawned.append(list(args))
+
+        def wait(self) -> int:
+            return 0
+
+    fresh.setattr(subprocess, "Popen", Proc)
+    fresh.setattr(utils_ahead, "_started", [])
+    fresh.setattr(utils_ahead, "nvidia_gpu_visible", lambda: gpu)
+    fresh.setenv(utils_ahead.COMPILE_ONLY_ENV, compile_only)
+    first, again = utils_ahead.start_in_worker(), utils_ahead.start_in_worker()
+    assert (first is not None) is started and again is first
+    assert spawned == ([[sys.executable, "-c", utils_ahead.BUILD]] if started else [])
+
+
+@pytest.mark.parametrize("interpreting, seen", [(False, [True, True]), (True, [False])])
+def test_a_triton_worker_starts_the_utilities_build_before_torchs_import(fresh, interpreting,
+                                                                         seen):
+    calls: list[bool] = []
+    import jupyter_ktune.backends.triton.backend as tb
+
+    fresh.setattr(context_ahead, "start_in_worker", lambda: None)
+    fresh.setattr(tb.utils_ahead, "start_in_worker", lambda: calls.append(True))
+
+    def first_import(self, *names):
+        calls.append(bool(calls))
+        raise ImportError("stop here", name="triton")
+
+    fresh.setattr(tb, "choose_mode", lambda: interpreting)
+    fresh.setattr(tb.Opening, "imports", first_import)
+    tb.TritonBackend()._device  # noqa: B018 - the opening itself
+    assert calls == seen

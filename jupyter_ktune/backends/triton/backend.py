@@ -37,7 +37,7 @@ from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.torch_interop import start_warming
-from jupyter_ktune.backends.triton import direct_launch, jit_warm
+from jupyter_ktune.backends.triton import direct_launch, jit_warm, utils_ahead
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.argument_types import Hints, argument_types, light
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
@@ -128,6 +128,7 @@ class TritonBackend(TritonFacts):
         opened = Opening()  # the first result's phases: torch's import, triton's, the rest
         if not choose_mode():  # the mode first: triton's import reads TRITON_INTERPRET
             context_ahead.start_in_worker()  # the driver and the context, beside the imports
+            utils_ahead.start_in_worker()  # and Triton's driver utilities, on a cold cache
         try:
             torch, triton = opened.imports("torch", "triton")
         except ImportError as exc:
