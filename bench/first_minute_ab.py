@@ -10,7 +10,16 @@ nothing is set apart.
     python bench/first_minute_ab.py --base /tmp/base --kernel fla-matmul --reps 3 --opened 8
 
 ``--base`` is a checkout of the earlier tree (``git archive REV | tar -x -C DIR``); the new tree
-is this one. ``--opened S`` adds, in each rep, a notebook opened S s before its cells run (its
+is this one (``--base .``: this tree on both sides, to compare conditions).
+
+``--bytecode new`` (or ``both``) runs that side with Python's bytecode as a pip install leaves
+it. The device host sets ``PYTHONDONTWRITEBYTECODE=1`` and its site-packages hold no ``.pyc``
+for NumPy or Triton and for 768 of the 981 modules ``import torch`` loads (probe of
+2026-12-06), so every fresh process there compiles them from source: 2.5-4.0 s of torch's
+import. pip writes the bytecode when it installs a package, so a user's first minute does not
+pay that. Such a side runs with ``PYTHONDONTWRITEBYTECODE`` unset and ``PYTHONPYCACHEPREFIX``
+set to one folder, which an untimed first process of that side fills; its other caches stay
+empty. ``--opened S`` adds, in each rep, a notebook opened S s before its cells run (its
 backends sent at the kernel's start, as the labextension does). Prints one JSON row per run,
 then the medians side by side.
 """
@@ -32,9 +41,10 @@ PHASES = ("torch import", "device context", "triton device request", "kernel mod
           "cupy import", "cuda device request", "inputs", "reference", "compile", "verify")
 
 
-def run_side(tree: Path, kernel: str, opened: float = 0.0) -> dict:
+def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None = None) -> dict:
     """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty; ``opened``:
-    the notebook opened that many seconds before its cells run (its backends sent at start)."""
+    the notebook opened that many seconds before its cells run (its backends sent at start);
+    ``bytecode``: the folder Python reads and writes ``.pyc`` in (None: as the host is)."""
     tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                          if p and Path(p).resolve() not in (HERE, tree.resolve())]]
@@ -42,6 +52,9 @@ def run_side(tree: Path, kernel: str, opened: float = 0.0) -> dict:
            "TRITON_CACHE_DIR": str(tmp / "triton"), "KTUNE_CACHE_DIR": str(tmp / "ktune"),
            "CUPY_CACHE_DIR": str(tmp / "cupy"), "KTUNE_CEILINGS_CACHE": str(tmp / "c.json"),
            "PYTHONUNBUFFERED": "1", "KTUNE_BENCH_T0": repr(time.time())}
+    if bytecode is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode)
     p = subprocess.run([sys.executable, str(tree / "bench" / "first_minute.py"), "--side",
                         "notebook", kernel, "--opened", str(opened)], env=env, cwd=tmp,
                        capture_output=True, text=True, timeout=300)
@@ -67,22 +80,34 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--opened", type=float, default=0.0, metavar="S",
                     help="also a notebook opened S s before its cells run, each rep")
+    ap.add_argument("--bytecode", choices=("none", "new", "both"), default="none",
+                    help="sides run with bytecode as a pip install leaves it")
     a = ap.parse_args()
     a.base = a.base.resolve()  # each side runs in a temporary folder of its own
+    prefix = Path(tempfile.mkdtemp(prefix="ktune-ab-pyc-"))
+    pyc = {"base": prefix if a.bytecode == "both" else None,
+           "new": prefix if a.bytecode != "none" else None}
+    for side, tree in (("base", a.base), ("new", HERE)):
+        if pyc[side] is not None:  # untimed: fills the bytecode folder for that tree
+            warm = run_side(tree, a.kernel, 0.0, pyc[side])
+            print(side, "bytecode filled (untimed)", json.dumps(summary(warm) if "error"
+                                                                not in warm else warm))
     arms = [("new notebook", 0.0)] + ([(f"opened {a.opened:g} s before", a.opened)]
                                       if a.opened > 0 else [])
     got: dict[tuple[str, str], list[dict]] = {}
     for i in range(a.reps):
         for arm, opened in arms:
             for side, tree in (("base", a.base), ("new", HERE)):
-                ran = run_side(tree, a.kernel, opened)
+                ran = run_side(tree, a.kernel, opened, pyc[side])
                 row = summary(ran) if "error" not in ran else ran
                 got.setdefault((arm, side), []).append(row)
                 print(side, arm, i, json.dumps(row), flush=True)
     keys = ("first_result_s", "cell_wait_s", "autotune_first_ok_s",
             *(f"{k} ms" for k in PHASES))
     for arm, _ in arms:
-        print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved")
+        print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved"
+              f" (base {a.base}, bytecode {'yes' if pyc['base'] else 'as the host is'};"
+              f" new {HERE}, bytecode {'yes' if pyc['new'] else 'as the host is'})")
         print(f"{'':24} {'base':>9} {'new':>9}")
         for k in keys:
             cells = []
