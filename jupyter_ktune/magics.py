@@ -36,13 +36,12 @@ def warm_worker(line: str, cell: str = "",
     worker for its ``@triton.autotune`` list (:mod:`.runner.describe`), which queues behind it,
     and the panel's own ``worker.device`` finds the answer ready. The backend is read from the
     magic line alone; a bad line is left to ``parse_cell``, which reports it. With the
-    notebook's ``namespace``, the worker starts importing the device packages the cell's inputs
-    function and reference use, and a cold worker's input helper draws the cell's first set
-    and runs a host reference, all beside those imports (:mod:`.runner.first_set`)."""
+    notebook's ``namespace``, a cold worker's input helper draws the cell's first set and runs
+    its reference beside those imports (:mod:`.runner.first_set`)."""
     from jupyter_ktune.backends import backend_names
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import open_device
-    from jupyter_ktune.runner.first_set import send_first_set, send_imports_ahead
+    from jupyter_ktune.runner.first_set import send_first_set
     from jupyter_ktune.session import quiet_prefetch
 
     CELL_STARTED.set()
@@ -56,9 +55,8 @@ def warm_worker(line: str, cell: str = "",
     def opening() -> None:  # its parts are kept for the first result (describe.open_device)
         with contextlib.suppress(Exception):  # the cell's own run reports what went wrong
             worker = get_worker()
-            if namespace is not None:  # the reference's torch (say) is imported meanwhile,
-                send_imports_ahead(worker, line, namespace)  # and a cold worker's helper
-                send_first_set(worker, backend, line, namespace)  # draws the first set
+            if namespace is not None:  # a cold worker's helper draws the first set meanwhile
+                send_first_set(worker, backend, line, namespace)
             open_device(worker, backend)
 
     thread = threading.Thread(target=opening, name="ktune-warm-worker", daemon=True)

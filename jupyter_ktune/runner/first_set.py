@@ -14,8 +14,10 @@ The rules:
 
 * Only a cold worker asks the helper (the cell's backend not opened yet: its imports take
   seconds). A warm worker draws sooner itself than a helper that still has to start.
-* Only what the helper draws anyway: a host set, and a reference it may run
-  (:func:`~.inputs_ahead.helper_reference`). The notebook pickles the functions and the worker
+* A host set and its reference, a device reference too (:func:`first_set_reference`): nothing
+  is timed yet, that helper alone sees the device, and the next set's helper is a fresh one
+  that does not (:meth:`~.inputs_ahead.InputsAhead.start_job`). The notebook pickles the
+  functions and the worker
   forwards them unread: unpickled there, a function's globals could import a backend before
   the worker has picked its mode (GPU or interpreter).
 * The set is the cell's only if the notebook says so (:func:`claim_first_set`, before the
@@ -34,8 +36,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_ktune.runner.device_modules import device_modules, uses_device_arrays
-from jupyter_ktune.runner.inputs_ahead import draw_job, helper_reference
+from jupyter_ktune.runner.device_modules import uses_device_arrays
+from jupyter_ktune.runner.inputs_ahead import draw_job
 from jupyter_ktune.spec import KernelSpec, line_functions
 
 REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a worker start
@@ -44,6 +46,17 @@ REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a
 MAX_JOB_BYTES = 16 << 20
 _sent: dict[int, tuple[int | None, str]] = {}  # id(worker) -> (its pid, the job's key)
 _sent_lock = threading.Lock()
+
+
+def first_set_reference(reference: Any, verify: bool = True) -> Any:
+    """The reference run on the first set: any (None under ``--no-verify``). Unlike a later set's
+    (:func:`~.inputs_ahead.helper_reference`), a device one too: the first set is drawn at the
+    cell's start, before the worker times anything, in a helper that then sees the device, and
+    the next set's helper is a fresh one that does not. Kernel Tuner's convolution cell, whose
+    torch ``conv2d`` reference is 1.3-2.5 s of torch's import and cuDNN's start on an H100
+    host, had its first result at 2.9-3.1 s that way, against 3.8-4.3 s with the reference run
+    in the worker after its own imports (bench/results/first_minute_ab/2026-12-06-1610)."""
+    return reference if verify else None
 
 
 def _job(inputs: Any, reference: Any, outputs: tuple[str, ...]) -> tuple[bytes, str]:
@@ -62,10 +75,11 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     if uses_device_arrays(inputs):  # made on the device: the worker's, where the device is
         return False
     try:
-        job, key = _job(inputs, helper_reference(reference), outputs)
+        job, key = _job(inputs, first_set_reference(reference), outputs)
         if len(job) > MAX_JOB_BYTES:
             return False
-        kind, value = worker.request(("first_set", backend, key, job), REQUEST_TIMEOUT_S)
+        device = reference is not None and uses_device_arrays(reference)
+        kind, value = worker.request(("first_set", backend, key, job, device), REQUEST_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the run draws its own set and reports any error
         return False
     if kind != "ok" or value is not True:
@@ -73,28 +87,6 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     with _sent_lock:
         _sent[id(worker)] = (worker.pid, key)
     return True
-
-
-def send_imports_ahead(worker: Any, line: str, namespace: Mapping[str, Any]) -> list[str]:
-    """Notebook side, at a cell's start: have the worker import the device packages (torch, CuPy,
-    JAX) the cell's inputs function and reference use, on a thread beside its backend's imports
-    (returns them). Such a function runs in the worker, and its first call paid the import in
-    the first run: a CUDA C++ cell with a torch ``conv2d`` reference waited 2.3 s for it on an
-    H100 host. Never raises: the run imports what is left and reports any error."""
-    read = line_functions(line, namespace)
-    if read is None:
-        return []
-    packages: set[str] = set()
-    for fn in read[:2]:
-        if fn is not None:
-            packages |= device_modules(fn) or set()
-    if not packages:
-        return []
-    try:
-        kind, value = worker.request(("import_ahead", sorted(packages)), REQUEST_TIMEOUT_S)
-    except Exception:  # noqa: BLE001 - the run imports them itself
-        return []
-    return list(value) if kind == "ok" else []
 
 
 def claim_first_set(worker: Any, spec: KernelSpec, config: Any = None) -> None:
@@ -107,7 +99,7 @@ def claim_first_set(worker: Any, spec: KernelSpec, config: Any = None) -> None:
     key = None
     if sent is not None and sent[0] == worker.pid and spec.inputs is not None:
         try:
-            _, mine = _job(spec.inputs, helper_reference(spec.reference, spec.options.verify),
+            _, mine = _job(spec.inputs, first_set_reference(spec.reference, spec.options.verify),
                            spec.outputs)
             key = mine if mine == sent[1] else None
         except Exception:  # noqa: BLE001 - not claimed: the run draws its own set

@@ -17,16 +17,14 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
   inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
   fix))``: the inputs function runs here, never in the notebook (issue 34)
-* ``("first_set", backend, key, job)`` -> whether the input helper took ``job`` (a pickled
-  draw, forwarded unread): a cell's start, before the backend is opened, has its first set
-  drawn beside the imports (``runner.first_set``); False once the backend is open
+* ``("first_set", backend, key, job, device)`` -> whether the input helper took ``job`` (a
+  pickled draw, forwarded unread): a cell's start, before the backend is opened, has its first
+  set drawn beside the imports (``runner.first_set``); False once the backend is open.
+  ``device``: the job's reference uses a device array API, so that helper may see the device
 * ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
   (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
   build of ``config``, which a panel is about to run, starts meanwhile
   (``static_reports.build_ahead``)
-* ``("import_ahead", packages)`` -> the device packages (torch, CuPy, JAX) the cell's inputs
-  function or reference uses, whose imports start now on a thread, beside the backend's
-  (``runner.device_modules``); requests that run user code wait for them
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
 
@@ -75,25 +73,7 @@ def _import_while_idle() -> None:
     thread.start()
 
 
-#: requests that may run beside the imports ahead: the cell's start (the backend's imports, the
-#: device, the module's autotune list, the first set and its build); any other request runs
-#: user code or times a kernel, and waits for them
-_BESIDE_IMPORTS_AHEAD = frozenset({"ping", "import_ahead", "first_set", "device", "describe",
-                                   "before_first_run"})
-
-
 def _handle(msg: tuple) -> tuple:
-    """One request's reply; a request that runs user code or times a kernel first waits for the
-    imports ahead (the idle worker's NumPy is in before they start: the two import chains share
-    no module that is still being imported)."""
-    if msg[0] not in _BESIDE_IMPORTS_AHEAD:
-        from jupyter_ktune.runner.device_modules import join_ahead
-
-        join_ahead()
-    return _dispatch(msg)
-
-
-def _dispatch(msg: tuple) -> tuple:
     if msg[0] != "ping":  # one importer at a time: no module seen half-initialized
         while _preimport:
             _preimport.pop().join()
@@ -115,7 +95,8 @@ def _dispatch(msg: tuple) -> tuple:
     if kind == "first_set":
         from jupyter_ktune.runner.input_sets import draw_first
 
-        return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3]))
+        device = bool(msg[4]) if len(msg) > 4 else False  # its reference needs the device
+        return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3], device))
     if kind == "before_first_run":
         from jupyter_ktune.runner.input_sets import first_set_is
         from jupyter_ktune.runner.static_reports import build_ahead
@@ -125,10 +106,6 @@ def _dispatch(msg: tuple) -> tuple:
         if taken and config is not None:  # its argument types at hand: no draw of its own
             build_ahead(spec, config)
         return ("ok", taken)
-    if kind == "import_ahead":
-        from jupyter_ktune.runner.device_modules import import_ahead
-
-        return ("ok", import_ahead(msg[1]))
     if kind == "limits":
         return _limits(msg[1])
     if kind == "describe":
