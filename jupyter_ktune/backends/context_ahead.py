@@ -8,8 +8,8 @@ ctypes, which releases the GIL around each call, so they run on another core whi
 import runs Python. torch, CuPy and Triton all use the device's primary context (the runtime
 API's), so they find the driver initialised and the context made. On an H100 host, medians
 of 5 fresh processes a side (4 for the CUDA cell): fla's "device context" 195 -> 15 ms
-(bench/results/first_minute_ab/2026-12-06-1235); the CUDA C++ cell's 230 -> 110 ms, and the
-rest of its CuPy opening 76 -> 0 ms (bench/results/first_minute_ab/2026-12-06-1239).
+(c65966b:bench/results/first_minute_ab/2026-12-06-1235); the CUDA C++ cell's 230 -> 110 ms,
+and the rest of its CuPy opening 76 -> 0 ms (c65966b:bench/results/first_minute_ab/2026-12-06-1239).
 
 Only in the device worker, where a GPU is visible and the backend will open it anyway; never in
 a compile-pool process (compiles are ahead of time, for a target) nor the notebook (issue 34).

@@ -66,7 +66,7 @@ def build_ahead(spec: KernelSpec, config: Config) -> bool:
     c65966b:bench/results/first_minute_ab/2026-12-06-0945), though that tree also drew the next
     set beside the run's reference there, which may be the cause; five runs a side of the tree
     after it on a quieter host found its opened cell at 1.36 s
-    (bench/results/first_minute_ab/2026-12-06-1235)."""
+    (c65966b:bench/results/first_minute_ab/2026-12-06-1235)."""
     from jupyter_ktune.backends import get_backend
 
     backend = get_backend(spec.backend)
