@@ -1,10 +1,9 @@
-"""A function that imports a device array package in its own body is a device function; the input
-helper sees no device, but for a cell's first set, drawn before anything is timed.
+"""A function that imports a device array package in its own body is a device function, and it
+runs in the worker; the input helper sees no device.
 
 Kernel Tuner's convolution bench cell has the shape that escaped: a reference with ``import
 torch`` under a ``try``, whose ``conv2d`` the helper ran on the GPU for every set of a sweep,
-beside the worker's timing. Its first set still has the reference run in a helper that sees the
-device (torch's import and cuDNN's start off the worker's path); the sets after it do not."""
+beside the worker's timing."""
 
 from __future__ import annotations
 
@@ -83,29 +82,6 @@ def test_the_helper_runs_with_every_device_hidden():
     assert drawn.args["cuda"] == "" and drawn.args["jax"] == "cpu"
 
 
-def test_a_first_set_with_a_device_reference_is_sent_for_a_helper_that_sees_the_device():
-    from jupyter_ktune.runner.first_set import send_first_set
-
-    class Worker:
-        pid = 1
-
-        def __init__(self) -> None:
-            self.asked: list[tuple] = []
-
-        def request(self, msg, timeout):  # noqa: ANN001, ANN201
-            self.asked.append(msg)
-            return ("ok", True)
-
-    def inputs():
-        return {"x": np.ones(4)}
-
-    line = "k --backend cuda --inputs inputs --reference reference --out output"
-    w = Worker()
-    assert send_first_set(w, "cuda", line, {"inputs": inputs, "reference": conv_like_reference})
-    assert send_first_set(w, "cuda", line, {"inputs": inputs, "reference": inputs})
-    assert [m[4] for m in w.asked] == [True, False]
-
-
 def _calls(path, at_least=1, timeout_s=30.0):
     import time
 
@@ -117,12 +93,11 @@ def _calls(path, at_least=1, timeout_s=30.0):
     return [tuple(x.split()) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_only_the_first_sets_helper_sees_the_device_and_later_references_run_in_the_worker(
-        tmp_path, monkeypatch):
+def test_a_device_reference_runs_in_the_worker_and_the_helper_sees_no_device(tmp_path,
+                                                                            monkeypatch):
     """A real worker, the fake backend, a reference that imports a device package in its body.
-    The first set's reference runs in a helper that sees the device (``CUDA_VISIBLE_DEVICES`` as
-    the worker has it); the next set is drawn by a new helper that sees none, and its reference
-    runs in the worker."""
+    The helper draws the first set and the next one with ``CUDA_VISIBLE_DEVICES`` empty; the
+    reference runs in the worker, which sees the device as the notebook does."""
     from jupyter_ktune.api import parse_cell
     from jupyter_ktune.results import Status
     from jupyter_ktune.runner.client import DeviceWorker
@@ -150,19 +125,18 @@ def test_only_the_first_sets_helper_sees_the_device_and_later_references_run_in_
     """), ns)
     line = "scale --backend fake --inputs inputs --reference reference --out y --budget-ms 5"
     src = "# ktune: BLOCK in [1, 2, 4]\ndef scale(x, y, n):\n    y[:] = 2 * x\n"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # the worker's device, as the helper sees it
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # the worker's device
     with DeviceWorker() as w:
         assert send_first_set(w, "fake", line, ns)
-        assert len(_calls(log, 2)) == 2  # the first set and its reference, in the helper
+        assert len(_calls(log, 1)) == 1  # the first set, in the helper
         w.device("fake")
         spec = parse_cell(line, src, ns)
         claim_first_set(w, spec)
         first = w.run(spec, spec.space.default())
         assert first.status is Status.OK, first.reason
-        calls = _calls(log, 3)  # the next set, drawn beside the first run
+        calls = _calls(log, 3)  # its reference, and the next set drawn beside the run
         worker_pid = str(w.pid)
-    (kind0, pid0, seen0), (kind1, pid1, seen1), (kind2, pid2, seen2) = calls[:3]
-    assert (kind0, kind1) == ("inputs", "ref") and pid0 == pid1 != worker_pid
-    assert seen0 == seen1 == "'3'"  # the first set's helper sees the device
-    assert kind2 == "inputs" and pid2 not in (pid0, worker_pid) and seen2 == "''"  # a new one
-    assert not any(k == "ref" and p == pid2 for k, p, _ in calls)  # its reference: the worker's
+    drawn = [(p, seen) for k, p, seen in calls if k == "inputs"]
+    refs = [(p, seen) for k, p, seen in calls if k == "ref"]
+    assert drawn and all(p != worker_pid and seen == "''" for p, seen in drawn), calls
+    assert refs and all(p == worker_pid and seen == "'3'" for p, seen in refs), calls

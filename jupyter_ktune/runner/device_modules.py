@@ -3,8 +3,7 @@
 The input helper (:mod:`.inputs_ahead`) draws the next random set while the worker times, and
 runs a host reference on it. A function that uses a device array API must not run there: its
 GPU work would land inside the worker's timed runs. It runs in the worker, which owns the
-device; only a cell's first set, drawn at the cell's start before anything is timed, may have
-its device reference run by a helper that sees the device (:mod:`.first_set`).
+device, and the helper sees no device at all (:func:`~.inputs_ahead.helper_env`).
 
 A function names a package through its globals or closure (``torch`` imported in the notebook)
 or through an ``import`` in its own body, as Kernel Tuner's convolution cell's reference does

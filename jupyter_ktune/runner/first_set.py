@@ -14,10 +14,9 @@ The rules:
 
 * Only a cold worker asks the helper (the cell's backend not opened yet: its imports take
   seconds). A warm worker draws sooner itself than a helper that still has to start.
-* A host set and its reference, a device reference too (:func:`first_set_reference`): nothing
-  is timed yet, that helper alone sees the device, and the next set's helper is a fresh one
-  that does not (:meth:`~.inputs_ahead.InputsAhead.start_job`). The notebook pickles the
-  functions and the worker
+* Only what the helper draws anyway: a host set, and a reference it may run
+  (:func:`~.inputs_ahead.helper_reference`; a reference that uses torch, CuPy or JAX runs in
+  the worker, :mod:`.device_modules`). The notebook pickles the functions and the worker
   forwards them unread: unpickled there, a function's globals could import a backend before
   the worker has picked its mode (GPU or interpreter).
 * The set is the cell's only if the notebook says so (:func:`claim_first_set`, before the
@@ -37,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jupyter_ktune.runner.device_modules import uses_device_arrays
-from jupyter_ktune.runner.inputs_ahead import draw_job
+from jupyter_ktune.runner.inputs_ahead import draw_job, helper_reference
 from jupyter_ktune.spec import KernelSpec, line_functions
 
 REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a worker start
@@ -46,17 +45,6 @@ REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a
 MAX_JOB_BYTES = 16 << 20
 _sent: dict[int, tuple[int | None, str]] = {}  # id(worker) -> (its pid, the job's key)
 _sent_lock = threading.Lock()
-
-
-def first_set_reference(reference: Any, verify: bool = True) -> Any:
-    """The reference run on the first set: any (None under ``--no-verify``). Unlike a later set's
-    (:func:`~.inputs_ahead.helper_reference`), a device one too: the first set is drawn at the
-    cell's start, before the worker times anything, in a helper that then sees the device, and
-    the next set's helper is a fresh one that does not. Kernel Tuner's convolution cell, whose
-    torch ``conv2d`` reference is 1.3-2.5 s of torch's import and cuDNN's start on an H100
-    host, had its first result at 2.9-3.1 s that way, against 3.8-4.3 s with the reference run
-    in the worker after its own imports (bench/results/first_minute_ab/2026-12-06-1610)."""
-    return reference if verify else None
 
 
 def _job(inputs: Any, reference: Any, outputs: tuple[str, ...]) -> tuple[bytes, str]:
@@ -75,11 +63,10 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     if uses_device_arrays(inputs):  # made on the device: the worker's, where the device is
         return False
     try:
-        job, key = _job(inputs, first_set_reference(reference), outputs)
+        job, key = _job(inputs, helper_reference(reference), outputs)
         if len(job) > MAX_JOB_BYTES:
             return False
-        device = reference is not None and uses_device_arrays(reference)
-        kind, value = worker.request(("first_set", backend, key, job, device), REQUEST_TIMEOUT_S)
+        kind, value = worker.request(("first_set", backend, key, job), REQUEST_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the run draws its own set and reports any error
         return False
     if kind != "ok" or value is not True:
@@ -99,7 +86,7 @@ def claim_first_set(worker: Any, spec: KernelSpec, config: Any = None) -> None:
     key = None
     if sent is not None and sent[0] == worker.pid and spec.inputs is not None:
         try:
-            _, mine = _job(spec.inputs, first_set_reference(spec.reference, spec.options.verify),
+            _, mine = _job(spec.inputs, helper_reference(spec.reference, spec.options.verify),
                            spec.outputs)
             key = mine if mine == sent[1] else None
         except Exception:  # noqa: BLE001 - not claimed: the run draws its own set

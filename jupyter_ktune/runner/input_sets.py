@@ -91,10 +91,10 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
             "reference_ms": drawn.reference_ms if drawn is not None else None}
 
 
-def draw_first(key: str, job: bytes, device: bool = False) -> bool:
+def draw_first(key: str, job: bytes) -> bool:
     """Worker side of a cell's start: the helper draws the set the cell's first run will take
-    (:mod:`.first_set`; ``job`` forwarded unread; ``device``: its reference needs the device)."""
-    _ahead.start_job(key, job, device=device)
+    (:mod:`.first_set`; ``job`` forwarded unread)."""
+    _ahead.start_job(key, job)
     return True
 
 

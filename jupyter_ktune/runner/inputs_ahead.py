@@ -16,8 +16,7 @@ takes seconds, and run in the worker it sat inside the first config's request of
 reference written against a device array API (torch, CuPy, JAX: :func:`uses_device_arrays`) is
 left to the worker, which owns the device (:mod:`.device_modules`, which also reads the imports
 in a function's own body). The helper never opens a device context: it runs with every device
-hidden (:func:`helper_env`), but for a cell's first set with a device reference, drawn before
-anything is timed (:mod:`.first_set`); that helper is replaced at the next set.
+hidden (:func:`helper_env`).
 """
 
 from __future__ import annotations
@@ -186,7 +185,6 @@ class InputsAhead:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
-        self._sees_device = False  # the helper of a first set with a device reference
         self._conn: Connection | None = None
         self._reader: cf.ThreadPoolExecutor | None = None  # waits for replies, in order
         self._pending: dict[str, cf.Future] = {}
@@ -194,20 +192,17 @@ class InputsAhead:
         self._dropped: list[cf.Future] = []
         atexit.register(self.close)
 
-    def _ensure_helper(self, device: bool = False) -> None:
-        alive = self._proc is not None and self._proc.poll() is None
-        if alive and self._sees_device == device:
+    def _ensure_helper(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
             return
-        self.close()  # a helper that saw the device never draws another set
+        self.close()
         remove_orphans()
         mine, theirs = socket.socketpair()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
              "serve; serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()),
              str(os.getpid())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-            env=dict(os.environ) if device else helper_env())
-        self._sees_device = device
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=helper_env())
         _helpers.add(self._proc)
         theirs.close()
         self._conn = Connection(mine.detach())
@@ -217,8 +212,6 @@ class InputsAhead:
         """Start the helper process before a set is asked of it: its interpreter and imports
         (0.5-1 s on a busy host) overlap the worker's own draw, and the set drawn ahead (a
         sweep's first, :func:`~jupyter_ktune.runner.input_sets.prepare_inputs`) is sooner."""
-        if self._proc is not None and self._proc.poll() is None:
-            return  # a live helper, its set perhaps still being drawn
         try:
             self._ensure_helper()
         except Exception:  # noqa: BLE001 - no helper: the sets are drawn in place, as before
@@ -234,14 +227,12 @@ class InputsAhead:
             return
         self.start_job(io, job)
 
-    def start_job(self, io: str, job: bytes, device: bool = False) -> None:
+    def start_job(self, io: str, job: bytes) -> None:
         """As :meth:`start`, for a :func:`draw_job` pickled in the notebook (:mod:`.first_set`);
-        a set pending for another cell is dropped. ``device``: a cell's first set, whose
-        reference uses the device, is drawn by a helper that sees it; any later job starts a
-        helper that does not, so no process but the worker touches the device while it times."""
+        a set pending for another cell is dropped."""
         self.drop()
         try:
-            self._ensure_helper(device)
+            self._ensure_helper()
             assert self._conn is not None and self._reader is not None
             self._conn.send_bytes(cloudpickle.dumps((os.getpid(), job)))
             self._pending[io] = self._reader.submit(self._conn.recv_bytes)
