@@ -65,12 +65,18 @@ def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None
 
 
 def summary(row: dict) -> dict:
+    """The figures a side is compared on: its times, then every phase of its first result
+    (:data:`PHASES` first, then any other the result has), then where the notebook's cell spent
+    its wait (``first_minute_trace.trace_cell``'s steps, seconds)."""
     phases = row.get("first_phases_ms") or {}
+    names = [*PHASES, *(k for k in phases if k not in PHASES)]
     return {"first_result_s": row.get("first_result_s"), "cell_wait_s": row.get("cell_wait_s"),
             "autotune_first_ok_s": row.get("sweep_first_ok_s"),
             "inputs_ready": [e[2] for e in row.get("sweep_timeline") or []
                              if e[1] == "inputs ready"],
-            **{f"{k} ms": phases.get(k) for k in PHASES}}
+            **{f"{k} ms": phases.get(k) for k in names},
+            "phases sum ms": round(sum(phases.values()), 1) if phases else None,
+            **{f"cell: {k} s": v for k, v in (row.get("inside_cell_s") or {}).items()}}
 
 
 def main() -> int:
@@ -102,19 +108,19 @@ def main() -> int:
                 row = summary(ran) if "error" not in ran else ran
                 got.setdefault((arm, side), []).append(row)
                 print(side, arm, i, json.dumps(row), flush=True)
-    keys = ("first_result_s", "cell_wait_s", "autotune_first_ok_s",
-            *(f"{k} ms" for k in PHASES))
+    keys = list(dict.fromkeys(k for rows in got.values() for r in rows for k in r
+                              if k not in ("inputs_ready", "error")))
     for arm, _ in arms:
         print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved"
               f" (base {a.base}, bytecode {'yes' if pyc['base'] else 'as the host is'};"
               f" new {HERE}, bytecode {'yes' if pyc['new'] else 'as the host is'})")
-        print(f"{'':24} {'base':>9} {'new':>9}")
+        print(f"{'':28} {'base':>9} {'new':>9}")
         for k in keys:
             cells = []
             for side in ("base", "new"):
                 v = [r[k] for r in got[(arm, side)] if isinstance(r.get(k), (int, float))]
                 cells.append(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}")
-            print(f"{k:24} {cells[0]} {cells[1]}")
+            print(f"{k:28} {cells[0]} {cells[1]}")
     return 0
 
 
