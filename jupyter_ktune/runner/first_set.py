@@ -14,22 +14,18 @@ The rules:
 
 * Only a cold worker asks the helper (the cell's backend not opened yet: its imports take
   seconds). A warm worker draws sooner itself than a helper that still has to start.
-* A host set and its reference, a device one too (:func:`first_set_reference`). A later
-  set's device reference (one that uses torch, CuPy or JAX, :mod:`.device_modules`) runs in
-  the worker, so that no other process works on the device while it times. The first set's
-  runs in a helper that sees the device, beside the worker's own imports, before anything is
-  timed: the first run waits for that set, and the helper is stopped once the set is taken
-  (``inputs_ahead.InputsAhead.take_set``). The notebook pickles the functions and the worker
+* Only what the helper draws anyway: a host set, and a reference it may run
+  (:func:`~.inputs_ahead.helper_reference`; a reference that uses torch, CuPy or JAX runs in
+  the worker, :mod:`.device_modules`). The notebook pickles the functions and the worker
   forwards them unread: unpickled there, a function's globals could import a backend before
   the worker has picked its mode (GPU or interpreter).
 * The set is the cell's only if the notebook says so (:func:`claim_first_set`, before the
   worker's first run): the functions and outputs of the spec it runs pickle to the very bytes
   sent at the start (a function rebound since, a closure or a global changed, another cell:
   not the same bytes, not taken). One claim per job: any other run leaves it.
-* The run takes the set only if it is back already (or its helper runs a device reference)
-  and drawn at most ``AHEAD_MAX_AGE_S`` ago; otherwise it draws its own, as before, and the
-  helper's set is dropped when the next one starts. The run checks it as any other set
-  (``checked_inputs``).
+* The run takes the set only if it is back already and drawn at most ``AHEAD_MAX_AGE_S`` ago;
+  otherwise it draws its own, as before, and the helper's set is dropped when the next one
+  starts. The run checks it as any other set (``checked_inputs``).
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jupyter_ktune.runner.device_modules import uses_device_arrays
-from jupyter_ktune.runner.inputs_ahead import draw_job
+from jupyter_ktune.runner.inputs_ahead import draw_job, helper_reference
 from jupyter_ktune.spec import KernelSpec, line_functions
 
 REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a worker start
@@ -49,15 +45,6 @@ REQUEST_TIMEOUT_S = 30.0  # the worker only forwards the job: milliseconds, or a
 MAX_JOB_BYTES = 16 << 20
 _sent: dict[int, tuple[int | None, str]] = {}  # id(worker) -> (its pid, the job's key)
 _sent_lock = threading.Lock()
-
-
-def first_set_reference(reference: Any, verify: bool = True) -> Any:
-    """The reference run on the first set: any, a device one too (None under ``--no-verify``).
-    Run in the worker, Kernel Tuner's convolution cell's torch ``conv2d`` reference was
-    1.3-1.4 s of torch's import and cuDNN's start, after the worker's own imports, of a 3.0 s
-    first result on an H100 host (bench/results/first_minute_ab/2026-12-06-1610); in the
-    helper it starts with the cell."""
-    return reference if verify else None
 
 
 def _job(inputs: Any, reference: Any, outputs: tuple[str, ...]) -> tuple[bytes, str]:
@@ -76,11 +63,10 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     if uses_device_arrays(inputs):  # made on the device: the worker's, where the device is
         return False
     try:
-        job, key = _job(inputs, first_set_reference(reference), outputs)
+        job, key = _job(inputs, helper_reference(reference), outputs)
         if len(job) > MAX_JOB_BYTES:
             return False
-        device = reference is not None and uses_device_arrays(reference)
-        kind, value = worker.request(("first_set", backend, key, job, device), REQUEST_TIMEOUT_S)
+        kind, value = worker.request(("first_set", backend, key, job), REQUEST_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the run draws its own set and reports any error
         return False
     if kind != "ok" or value is not True:
@@ -100,7 +86,7 @@ def claim_first_set(worker: Any, spec: KernelSpec, config: Any = None) -> None:
     key = None
     if sent is not None and sent[0] == worker.pid and spec.inputs is not None:
         try:
-            _, mine = _job(spec.inputs, first_set_reference(spec.reference, spec.options.verify),
+            _, mine = _job(spec.inputs, helper_reference(spec.reference, spec.options.verify),
                            spec.outputs)
             key = mine if mine == sent[1] else None
         except Exception:  # noqa: BLE001 - not claimed: the run draws its own set

@@ -76,14 +76,12 @@ def checked_inputs(spec: KernelSpec, config: Config,
 def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
                 ) -> dict[str, Any]:
     """A fresh input set: the one drawn ahead for ``io`` if there is one (unless ``wait`` is
-    False and it is not back yet: a cell's first set, :mod:`.first_set`, but for one whose
-    device reference its helper runs: waited for, the worker would only run it again), else
-    drawn now. When
+    False and it is not back yet: a cell's first set, :mod:`.first_set`), else drawn now. When
     the set is host-only, the next one is started in the helper process at once, with the
     reference run there too unless it uses a device array API (issue 21).
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
-    drawn = _ahead.take_set(io) if wait or _ahead.ready(io) or _ahead.sees_device(io) else None
+    drawn = _ahead.take_set(io) if wait or _ahead.ready(io) else None
     if drawn is None and not uses_device_arrays(spec.inputs):
         _ahead.warm()  # the next set's helper starts while this one is drawn
     args = checked_inputs(spec, config, drawn.args if drawn is not None else None)
@@ -93,10 +91,10 @@ def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
             "reference_ms": drawn.reference_ms if drawn is not None else None}
 
 
-def draw_first(key: str, job: bytes, device: bool = False) -> bool:
+def draw_first(key: str, job: bytes) -> bool:
     """Worker side of a cell's start: the helper draws the set the cell's first run will take
-    (:mod:`.first_set`; ``job`` forwarded unread; ``device``: its reference needs the device)."""
-    _ahead.start_job(key, job, device=device)
+    (:mod:`.first_set`; ``job`` forwarded unread)."""
+    _ahead.start_job(key, job)
     return True
 
 

@@ -15,9 +15,8 @@ The helper also runs the reference on the set it drew (issue 21): a NumPy fp32 m
 takes seconds, and run in the worker it sat inside the first config's request of every set. A
 reference written against a device array API (torch, CuPy, JAX: :func:`uses_device_arrays`) is
 left to the worker, which owns the device (:mod:`.device_modules`, which also reads the imports
-in a function's own body). The helper runs with every device hidden (:func:`helper_env`), but
-for a cell's first set with a device reference (:mod:`.first_set`): that one is drawn before
-anything is timed, the first run waits for it, and its helper is stopped once it is taken.
+in a function's own body). The helper never opens a device context: it runs with every device
+hidden (:func:`helper_env`).
 """
 
 from __future__ import annotations
@@ -79,12 +78,6 @@ def helper_env() -> dict[str, str]:
     fails in the helper, and the worker draws or checks that set itself, on the device."""
     return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "",
             "JAX_PLATFORMS": "cpu"}
-
-
-def device_helper_env() -> dict[str, str]:
-    """The environment of a first set's helper that runs a device reference: the worker's, with
-    JAX told not to take most of the GPU's memory (its default) beside the worker's uploads."""
-    return {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def draw_job(inputs_fn: Any, reference: Any = None, outputs: tuple[str, ...] = ()) -> bytes:
@@ -192,7 +185,6 @@ class InputsAhead:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
-        self._sees_device = False  # the helper of a first set with a device reference
         self._conn: Connection | None = None
         self._reader: cf.ThreadPoolExecutor | None = None  # waits for replies, in order
         self._pending: dict[str, cf.Future] = {}
@@ -200,19 +192,17 @@ class InputsAhead:
         self._dropped: list[cf.Future] = []
         atexit.register(self.close)
 
-    def _ensure_helper(self, device: bool = False) -> None:
-        if self._proc is not None and self._proc.poll() is None and self._sees_device == device:
+    def _ensure_helper(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
             return
-        self.close()  # a helper that saw the device never draws another set
+        self.close()
         remove_orphans()
         mine, theirs = socket.socketpair()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
              "serve; serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()),
              str(os.getpid())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-            env=device_helper_env() if device else helper_env())
-        self._sees_device = device
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=helper_env())
         _helpers.add(self._proc)
         theirs.close()
         self._conn = Connection(mine.detach())
@@ -222,8 +212,6 @@ class InputsAhead:
         """Start the helper process before a set is asked of it: its interpreter and imports
         (0.5-1 s on a busy host) overlap the worker's own draw, and the set drawn ahead (a
         sweep's first, :func:`~jupyter_ktune.runner.input_sets.prepare_inputs`) is sooner."""
-        if self._proc is not None and self._proc.poll() is None:
-            return  # a live helper, a first set perhaps still being drawn in it
         try:
             self._ensure_helper()
         except Exception:  # noqa: BLE001 - no helper: the sets are drawn in place, as before
@@ -239,14 +227,12 @@ class InputsAhead:
             return
         self.start_job(io, job)
 
-    def start_job(self, io: str, job: bytes, device: bool = False) -> None:
+    def start_job(self, io: str, job: bytes) -> None:
         """As :meth:`start`, for a :func:`draw_job` pickled in the notebook (:mod:`.first_set`);
-        a set pending for another cell is dropped. ``device``: a cell's first set whose
-        reference uses the device, drawn by a helper that sees it (any later job starts one
-        that does not)."""
+        a set pending for another cell is dropped."""
         self.drop()
         try:
-            self._ensure_helper(device)
+            self._ensure_helper()
             assert self._conn is not None and self._reader is not None
             self._conn.send_bytes(cloudpickle.dumps((os.getpid(), job)))
             self._pending[io] = self._reader.submit(self._conn.recv_bytes)
@@ -272,9 +258,7 @@ class InputsAhead:
     def take_set(self, io: str) -> DrawnSet | None:
         """The set drawn ahead for ``io``, with the reference's outputs when the helper ran it;
         None: nothing pending, not host-only, the helper died, or the inputs function failed
-        there (drawn in place, it reports its own error). A helper that saw the device is
-        stopped once its set is back: no process but the worker holds the device while it
-        times."""
+        there (drawn in place, it reports its own error)."""
         fut = self._pending.pop(io, None)
         if fut is None:
             return None
@@ -283,15 +267,7 @@ class InputsAhead:
         except Exception:  # noqa: BLE001 - the helper died: start afresh next time
             self.close()
             return None
-        taken = _take_set(drawn) if kind == "ok" and drawn is not None else None
-        if self._sees_device:
-            self.close()
-        return taken
-
-    def sees_device(self, io: str) -> bool:
-        """Whether the set pending for ``io`` is drawn by a helper that sees the device (a
-        first set with a device reference: the first run waits for it)."""
-        return self._sees_device and io in self._pending
+        return _take_set(drawn) if kind == "ok" and drawn is not None else None
 
     def take_recent(self, io: str, max_age_s: float) -> DrawnSet | None:
         """:meth:`take_set` for a set whose draw began at most ``max_age_s`` ago (an older one

@@ -17,10 +17,9 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("limits", spec)`` -> what ``spec``'s ``require`` lines read: the device limits and the
   inputs' values they name (``backends.base.limits_for``), or ``("cell_error", (message, line,
   fix))``: the inputs function runs here, never in the notebook (issue 34)
-* ``("first_set", backend, key, job, device)`` -> whether the input helper took ``job`` (a
-  pickled draw, forwarded unread): a cell's start, before the backend is opened, has its first
-  set drawn beside the imports (``runner.first_set``); False once the backend is open.
-  ``device``: the job's reference uses a device array API, so its helper sees the device
+* ``("first_set", backend, key, job)`` -> whether the input helper took ``job`` (a pickled
+  draw, forwarded unread): a cell's start, before the backend is opened, has its first set
+  drawn beside the imports (``runner.first_set``); False once the backend is open
 * ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
   (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
   build of ``config``, which a panel is about to run, starts meanwhile
@@ -95,8 +94,7 @@ def _handle(msg: tuple) -> tuple:
     if kind == "first_set":
         from jupyter_ktune.runner.input_sets import draw_first
 
-        device = bool(msg[4]) if len(msg) > 4 else False  # its reference needs the device
-        return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3], device))
+        return ("ok", msg[1] not in _OPENED and draw_first(msg[2], msg[3]))
     if kind == "before_first_run":
         from jupyter_ktune.runner.input_sets import first_set_is
         from jupyter_ktune.runner.static_reports import build_ahead
