@@ -136,6 +136,16 @@ class Pool:
         return self.sent[-1]
 
 
+def _sent(pool: Pool, n: int, timeout_s: float = 10.0) -> bool:
+    """Whether ``pool`` got ``n`` tasks (``pool.submit_soon`` submits them on a thread), and
+    no more after a moment."""
+    deadline = time.monotonic() + timeout_s
+    while len(pool.sent) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    return len(pool.sent) == n
+
+
 def fake_spec(n: int):
     namespace: dict = {}
     exec(f"def inputs():\n    return dict(n={n})\n", namespace)
@@ -148,15 +158,16 @@ def test_hints_learnt_from_the_worker_answer_at_once_and_are_kept():
     worker_hints = cloudpickle.dumps(({"x": "*fp16"}, set(), {"n": 4096}))
     pool = Pool()
     sent = pool_warm.hints_for(pool, spec)  # the pool task: still running
-    assert len(pool.sent) == 1 and pool_warm.read_hints(sent) is None
+    assert _sent(pool, 1) and pool_warm.read_hints(sent) is None
     pool_warm.learn_hints(spec, worker_hints)
     assert pool_warm.read_hints(sent) == ({"x": "*fp16"}, set(), {"n": 4096})
     pool.sent[0].set_result(cloudpickle.dumps(({"x": "*fp32"}, set(), {})))  # late: ignored
     again = pool_warm.hints_for(pool, spec)
-    assert len(pool.sent) == 1 and pool_warm.read_hints(again)[0] == {"x": "*fp16"}
+    assert _sent(pool, 1) and pool_warm.read_hints(again)[0] == {"x": "*fp16"}
 
     other = fake_spec(8192)  # a failed pool task is replaced by the worker's
     failed = pool_warm.hints_for(pool, other)
+    assert _sent(pool, 2)
     pool.sent[-1].set_exception(RuntimeError("pool shut down"))
     assert pool_warm.read_hints(failed) is None
     pool_warm.learn_hints(other, worker_hints)

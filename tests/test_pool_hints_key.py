@@ -24,6 +24,17 @@ class Pool:
         return done
 
 
+def _settled(check, timeout_s: float = 10.0) -> bool:
+    """``check()`` once the submits asked for are made (``pool.submit_soon``: on a thread)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # and nothing more arrives
+    return check()
+
+
 def _spec(n: int):
     namespace: dict = {}
     exec(f"def inputs():\n    return dict(n={n})\n", namespace)  # a cell run (again)
@@ -32,10 +43,10 @@ def _spec(n: int):
 
 def test_an_unchanged_inputs_run_again_shares_the_task_a_changed_one_does_not() -> None:
     pool = Pool()
-    first, again = _spec(4096), _spec(4096)
+    first, again = _spec(4099), _spec(4099)  # n of its own: the hints are kept per process
     assert first.inputs is not again.inputs
     pool_warm.hints_for(pool, first)
     pool_warm.hints_for(pool, again)
-    assert pool.sent == 1
-    pool_warm.hints_for(pool, _spec(8192))
-    assert pool.sent == 2
+    assert _settled(lambda: pool.sent == 1)
+    pool_warm.hints_for(pool, _spec(8197))
+    assert _settled(lambda: pool.sent == 2)

@@ -101,8 +101,58 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
                                   mp_context=context)
     if backend is not None:
         for _ in range(workers):
-            pool.submit(warm_up, backend)
+            submit_soon(pool, warm_up, backend)
     return pool
+
+
+_soon: list[tuple[cf.ProcessPoolExecutor, Any, tuple, Future]] = []  # submits not made yet
+_soon_ready = threading.Condition()
+_soon_thread: list[threading.Thread] = []
+
+
+def submit_soon(pool: cf.ProcessPoolExecutor, fn: Any, *args: Any) -> Future:
+    """``pool.submit(fn, *args)`` made on a thread of its own, in the order asked; returns at
+    once a future that follows the task's (one cancelled before its submit is never sent).
+
+    A submit starts a pool process when none is idle, and a process forked from the fork
+    server waits until that server has imported its preload: torch for a cell that imports it,
+    1.4-1.9 s. A fresh notebook's first Triton cell started its pool at parse, before it asked
+    the worker for the cell's module, and its main thread waited there 0.5 s for the server
+    while the worker sat idle (a sampled first cell of fla's matmul on an H100, issue 33)."""
+    out: Future = Future()
+    with _soon_ready:
+        if not _soon_thread:
+            _soon_thread.append(threading.Thread(target=_submit_in_order,
+                                                 name="ktune-pool-submit", daemon=True))
+            _soon_thread[0].start()
+        _soon.append((pool, fn, args, out))
+        _soon_ready.notify()
+    return out
+
+
+def _submit_in_order() -> None:
+    while True:
+        with _soon_ready:
+            while not _soon:
+                _soon_ready.wait()
+            pool, fn, args, out = _soon.pop(0)
+        if not out.set_running_or_notify_cancel():
+            continue  # cancelled before it was sent
+        try:
+            task = pool.submit(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - a pool shut down or broken meanwhile
+            out.set_exception(exc)
+            continue
+        task.add_done_callback(lambda done, out=out: _follow(out, done))
+
+
+def _follow(out: Future, task: Future) -> None:
+    if task.cancelled():
+        out.set_exception(cf.CancelledError())
+    elif task.exception() is not None:
+        out.set_exception(task.exception())
+    else:
+        out.set_result(task.result())
 
 
 FORKSERVER_ENV = "KTUNE_POOL_FORKSERVER"  # "0": spawn every compile process, as before

@@ -23,7 +23,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
 from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning import main_guard
-from jupyter_ktune.tuning.pool import shared_pool
+from jupyter_ktune.tuning.pool import shared_pool, submit_soon
 from jupyter_ktune.tuning.runners import compile_pool_size, preload_pool
 
 
@@ -73,7 +73,7 @@ def hints_for(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> Future:
         if future is not None and not _failed(future):
             return future
         future = _hints[_key(spec)] = Future()
-    task = pool.submit(pool_hints, cloudpickle.dumps(spec))
+    task = submit_soon(pool, pool_hints, cloudpickle.dumps(spec))  # no wait for a process
     task.add_done_callback(lambda done: _settle(future, done))
     return future
 

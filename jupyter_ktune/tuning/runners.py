@@ -42,6 +42,7 @@ from jupyter_ktune.tuning.pool import (  # noqa: F401 - the pool's names, re-exp
     make_pool,
     pool_process_setup,
     shared_pool,
+    submit_soon,
     warm_up,
 )
 
@@ -146,7 +147,7 @@ def preload_pool(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
     it returns at once)."""
     blob = cloudpickle.dumps(spec)
     n = pool._max_workers if processes is None else min(processes, pool._max_workers)  # noqa: SLF001
-    return [pool.submit(preload, blob) for _ in range(2 * n)]
+    return [submit_soon(pool, preload, blob) for _ in range(2 * n)]  # no wait for a process
 
 
 def seed_static(source_hash: str, arch: str, config: Config, static: Any,
