@@ -105,14 +105,14 @@ def make_pool(workers: int, backend: str | None = None) -> cf.ProcessPoolExecuto
     return pool
 
 
-_soon: list[tuple[cf.ProcessPoolExecutor, Any, tuple, Future]] = []  # submits not made yet
-_soon_ready = threading.Condition()
-_soon_thread: list[threading.Thread] = []
+_soon: dict[int, list[tuple[Any, tuple, Future]]] = {}  # id(pool) -> submits not made yet
+_soon_lock = threading.Lock()
 
 
 def submit_soon(pool: cf.ProcessPoolExecutor, fn: Any, *args: Any) -> Future:
-    """``pool.submit(fn, *args)`` made on a thread of its own, in the order asked; returns at
-    once a future that follows the task's (one cancelled before its submit is never sent).
+    """``pool.submit(fn, *args)`` made on a thread of its own (one per pool while it has
+    submits to make, in the order asked); returns at once a future that follows the task's
+    (one cancelled before its submit is never sent).
 
     A submit starts a pool process when none is idle, and a process forked from the fork
     server waits until that server has imported its preload: torch for a cell that imports it,
@@ -120,22 +120,24 @@ def submit_soon(pool: cf.ProcessPoolExecutor, fn: Any, *args: Any) -> Future:
     the worker for the cell's module, and its main thread waited there 0.5 s for the server
     while the worker sat idle (a sampled first cell of fla's matmul on an H100, issue 33)."""
     out: Future = Future()
-    with _soon_ready:
-        if not _soon_thread:
-            _soon_thread.append(threading.Thread(target=_submit_in_order,
-                                                 name="ktune-pool-submit", daemon=True))
-            _soon_thread[0].start()
-        _soon.append((pool, fn, args, out))
-        _soon_ready.notify()
+    with _soon_lock:
+        queued = _soon.get(id(pool))
+        if queued is None:
+            queued = _soon[id(pool)] = []
+            threading.Thread(target=_submit_in_order, args=(pool,), name="ktune-pool-submit",
+                             daemon=True).start()
+        queued.append((fn, args, out))
     return out
 
 
-def _submit_in_order() -> None:
+def _submit_in_order(pool: cf.ProcessPoolExecutor) -> None:
     while True:
-        with _soon_ready:
-            while not _soon:
-                _soon_ready.wait()
-            pool, fn, args, out = _soon.pop(0)
+        with _soon_lock:
+            queued = _soon[id(pool)]
+            if not queued:
+                del _soon[id(pool)]  # the next submit_soon starts a thread again
+                return
+            fn, args, out = queued.pop(0)
         if not out.set_running_or_notify_cancel():
             continue  # cancelled before it was sent
         try:
