@@ -134,7 +134,7 @@ def test_the_panel_sends_them_once_its_limits_are_known(monkeypatch):
     body = inspect.getsource(start.panel_for)
     assert body.index("warm_pool(spec, device)") < body.index("worker.limits(spec)") \
         < body.index("TuningSession(spec, worker, limits)") \
-        < body.index("compile_ahead.send_soon(pool, spec, limits, then=told)") \
+        < body.index("compile_ahead.send_soon(pool, spec, limits, then=told, launcher_of=first)") \
         < body.index("panel.shown()")
     assert "told = session.compiled_elsewhere if get_backend(spec.backend).pool_builds_cached" \
         in body

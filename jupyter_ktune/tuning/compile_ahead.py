@@ -107,20 +107,32 @@ def send(pool: cf.ProcessPoolExecutor, spec: KernelSpec,
 
 def send_soon(pool: cf.ProcessPoolExecutor | None, spec: KernelSpec,
               limits: Mapping[str, Any] | None = None,
-              then: Callable[[list[Config]], None] | None = None) -> None:
+              then: Callable[[list[Config]], None] | None = None,
+              launcher_of: Config | None = None) -> None:
     """:func:`send` on a thread of its own: listing a space's valid configs takes up to 0.2 s
     (``space.COUNT_EXACTLY``), which the cell's first result should not wait for. Once sent,
     ``then(configs)`` (the panel's session: ``TuningSession.compiled_elsewhere``, so the
     device worker does not compile them again). They are sent once the pool hints are known
-    (:func:`hints_before_ahead`). Off with ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to keep
-    the CPUs for something else)."""
+    (:func:`hints_before_ahead`). ``launcher_of``: the config whose run launched before its
+    host launcher was built (a panel's first, on Triton 3.6): that launcher is built first,
+    so the panel's next runs find it. Off with ``KTUNE_COMPILE_AHEAD=0`` (to compare, or to
+    keep the CPUs for something else)."""
     if pool is None or os.environ.get(AHEAD_ENV, "1") == "0":
         return
 
     def go() -> None:
+        from jupyter_ktune.backends import get_backend
+        from jupyter_ktune.tuning.runners import launcher_ahead
+
         try:
             configs = configs_ahead(spec, limits)
-            send(pool, spec, limits, configs, hints_before_ahead(pool, spec) if configs else None)
+            backend = get_backend(spec.backend) if launcher_of is not None else None
+            launcher = backend is not None and backend.builds_launcher_ahead \
+                and backend.quick_launch()  # the first run launched without it (worker.py)
+            hints = hints_before_ahead(pool, spec) if configs or launcher else None
+            if launcher:
+                pool.submit(launcher_ahead, cloudpickle.dumps((spec, launcher_of, hints)))
+            send(pool, spec, limits, configs, hints)
             if then is not None and configs:
                 then(configs)
         except Exception:  # noqa: BLE001 - a head start only: the sweep compiles as before

@@ -71,7 +71,7 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # the pool compiles the configs Autotune will sweep; where the worker's own compile hits
     # the pool's builds in a cache (Triton's), the worker no longer prefetches them
     told = session.compiled_elsewhere if get_backend(spec.backend).pool_builds_cached else None
-    compile_ahead.send_soon(pool, spec, limits, then=told)
+    compile_ahead.send_soon(pool, spec, limits, then=told, launcher_of=first)
     ceilings = cached_ceilings(device)
     panel = KernelPanel(session, first, ceilings)
     panel.shown()  # the first result, so the output shows numbers (its report may follow)
