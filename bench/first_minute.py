@@ -165,6 +165,7 @@ def notebook_side(name: str, sweep: bool, opened_s: float = 0.0) -> dict:
         "first_status": first.status.value, "first_reason": (first.reason or "")[:300],
         "first_config": dict(first.config),
         "first_median_ms": first.median_ms,
+        "first_method": first.measurement.provenance.method if first.measurement else None,
         "first_phases_ms": {k: round(v, 1) for k, v in (first.phases_ms or {}).items()},
         "worker_start_s": worker_start(),
         "inside_cell_s": {k: round(v, 3) for k, v in spans.items()},

@@ -76,6 +76,9 @@ def summary(row: dict) -> dict:
                              if e[1] == "inputs ready"],
             **{f"{k} ms": phases.get(k) for k in names},
             "phases sum ms": round(sum(phases.values()), 1) if phases else None,
+            # 1: the first run launched before Triton's launcher was built (direct_launch)
+            "direct first launch": None if row.get("first_method") is None
+            else float("cuLaunchKernel" in row["first_method"]),
             **{f"cell: {k} s": v for k, v in (row.get("inside_cell_s") or {}).items()}}
 
 
