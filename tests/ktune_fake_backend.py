@@ -173,3 +173,14 @@ class ProfilingFakeBackend(FakeBackend):
 
 
 BACKEND = FakeBackend()
+
+
+def copy_cell_spec(n: int, blocks: str = "1, 2") -> Any:
+    """A parsed fake-backend cell ``k`` copying ``x`` to ``y``, whose inputs function returns
+    ``dict(n=n)``: a fresh function per call, as a cell run again makes (its key follows ``n``)."""
+    from jupyter_ktune.api import parse_cell
+
+    namespace: dict = {}
+    exec(f"def inputs():\n    return dict(n={n})\n", namespace)
+    return parse_cell("k --backend fake --inputs inputs", f"# ktune: B in [{blocks}]\n"
+                      "def k(x, y):\n    y[:] = x\n", namespace)

@@ -13,21 +13,17 @@ from concurrent.futures import Future
 
 import cloudpickle
 import pytest
+from ktune_fake_backend import copy_cell_spec
 
-from jupyter_ktune.api import parse_cell
 from jupyter_ktune.backends import get_backend
 from jupyter_ktune.backends.base import DeviceInfo
 from jupyter_ktune.runner import execute, worker
 from jupyter_ktune.space import Config
 from jupyter_ktune.tuning import compile_ahead
 
-CELL = "# ktune: B in [1, 2, 4]\ndef k(x, y):\n    y[:] = x\n"
-
 
 def _spec():
-    namespace: dict = {}
-    exec("def inputs():\n    return dict(n=3)\n", namespace)
-    return parse_cell("k --backend fake --inputs inputs", CELL, namespace)
+    return copy_cell_spec(3, "1, 2, 4")
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import time
 from concurrent.futures import CancelledError, Future
 
 import pytest
+from ktune_fake_backend import copy_cell_spec
 
-from jupyter_ktune.api import parse_cell
 from jupyter_ktune.tuning import pool_warm
 from jupyter_ktune.tuning.pool import submit_soon
 from jupyter_ktune.tuning.runners import preload_pool
@@ -40,15 +40,8 @@ class ServerStillImporting:
         return done
 
 
-def _spec(n: int):
-    namespace: dict = {}
-    exec(f"def inputs():\n    return dict(n={n})\n", namespace)
-    return parse_cell("k --backend fake --inputs inputs", "# ktune: B in [1, 2]\n"
-                      "def k(x, y):\n    y[:] = x\n", namespace)
-
-
 def test_the_pools_warm_up_returns_while_its_processes_wait_for_the_fork_server():
-    pool, spec = ServerStillImporting(), _spec(4111)
+    pool, spec = ServerStillImporting(), copy_cell_spec(4111)
     threading.Timer(1.5, pool.ready.set).start()
     t0 = time.perf_counter()
     preloads = preload_pool(pool, spec, 2)  # as the parse does, beside the worker's import
