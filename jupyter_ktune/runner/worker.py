@@ -122,7 +122,8 @@ def _handle(msg: tuple) -> tuple:
         if taken and config is not None:  # its argument types at hand: no draw of its own
             build_ahead(spec, config)
         if config is not None:
-            _first_launch_quick(spec, config)
+            with contextlib.suppress(Exception):  # the run launches as it always did
+                _first_launch_quick(spec, config)
         return ("ok", taken)
     if kind == "limits":
         return _limits(msg[1])
