@@ -69,10 +69,10 @@ def test_the_pools_warm_up_hashes_triton_before_the_first_compile():
     """triton_key (0.33 s of hashing per process) is paid at pool start, not by a compile:
     a short sweep gives each config a fresh process, so each compile paid it."""
     pytest.importorskip("triton")
-    from jupyter_ktune.tuning.runners import make_pool
+    from jupyter_ktune.tuning.runners import make_pool, submit_soon
 
     pool = make_pool(1, "triton")  # the warm-up task runs first on the pool's one process
-    try:
-        assert pool.submit(_triton_key_hashed).result(timeout=300) == 1
+    try:  # asked for after it, in the pool's order (make_pool asks without waiting)
+        assert submit_soon(pool, _triton_key_hashed).result(timeout=300) == 1
     finally:
         pool.shutdown()

@@ -66,3 +66,16 @@ def test_a_task_cancelled_before_its_submit_is_never_sent_and_a_failed_submit_sa
     with pytest.raises(CancelledError):
         skipped.result(timeout=1)
     assert pool.sent == [("len", "a")]
+
+
+def test_a_pool_that_answers_a_submit_without_a_future_does_not_stop_the_next_submits():
+    """The thread goes on: the task's future carries the error, and later tasks are sent."""
+    sent: list = []
+    pool = type("Odd", (), {"submit": lambda self, fn, *a: sent.append(fn)})()
+    odd = submit_soon(pool, len, "a")
+    with pytest.raises(AttributeError):
+        odd.result(timeout=10)
+    again = submit_soon(pool, len, "b")
+    with pytest.raises(AttributeError):
+        again.result(timeout=10)
+    assert sent == [len, len]

@@ -142,10 +142,10 @@ def _submit_in_order(pool: cf.ProcessPoolExecutor) -> None:
             continue  # cancelled before it was sent
         try:
             task = pool.submit(fn, *args)
+            task.add_done_callback(lambda done, out=out: _follow(out, done))
         except BaseException as exc:  # noqa: BLE001 - a pool shut down or broken meanwhile
-            out.set_exception(exc)
-            continue
-        task.add_done_callback(lambda done, out=out: _follow(out, done))
+            if not out.done():
+                out.set_exception(exc)
 
 
 def _follow(out: Future, task: Future) -> None:
