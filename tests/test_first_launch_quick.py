@@ -53,7 +53,11 @@ def test_the_panels_first_run_launches_without_waiting_for_the_launcher(
 
 
 def test_a_backend_that_needs_no_launcher_launches_as_before(monkeypatch):
+    """On a GPU, a backend that builds no per-signature launcher (Triton 3.9's generic one,
+    CUDA C++) keeps its own launch."""
     spec = _spec()
+    monkeypatch.setattr(type(get_backend("fake")), "device",
+                        lambda self: DeviceInfo(True, "a GPU", compute_capability="9.0"))
     monkeypatch.setattr(execute, "_quick", {})
     worker._handle(("before_first_run", spec, Config({"B": 1}), None))
     assert execute._quick == {}
