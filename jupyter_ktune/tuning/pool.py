@@ -142,19 +142,24 @@ def _submit_in_order(pool: cf.ProcessPoolExecutor) -> None:
             continue  # cancelled before it was sent
         try:
             task = pool.submit(fn, *args)
-            task.add_done_callback(lambda done, out=out: _follow(out, done))
+            task.add_done_callback(lambda done, out=out: follow(out, done))
         except BaseException as exc:  # noqa: BLE001 - a pool shut down or broken meanwhile
             if not out.done():
                 out.set_exception(exc)
 
 
-def _follow(out: Future, task: Future) -> None:
-    if task.cancelled():
-        out.set_exception(cf.CancelledError())
-    elif task.exception() is not None:
-        out.set_exception(task.exception())
-    else:
-        out.set_result(task.result())
+def follow(out: Future, task: Future) -> None:
+    """Give ``out`` the outcome of the done ``task`` (a cancelled task: CancelledError), unless
+    ``out`` has one already (another source answered first)."""
+    try:
+        if task.cancelled():
+            out.set_exception(cf.CancelledError())
+        elif task.exception() is not None:
+            out.set_exception(task.exception())
+        else:
+            out.set_result(task.result())
+    except cf.InvalidStateError:
+        pass
 
 
 FORKSERVER_ENV = "KTUNE_POOL_FORKSERVER"  # "0": spawn every compile process, as before

@@ -23,7 +23,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV
 from jupyter_ktune.problem_key import inputs_key
 from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning import main_guard
-from jupyter_ktune.tuning.pool import shared_pool, submit_soon
+from jupyter_ktune.tuning.pool import follow, shared_pool, submit_soon
 from jupyter_ktune.tuning.runners import compile_pool_size, preload_pool
 
 
@@ -74,22 +74,8 @@ def hints_for(pool: cf.ProcessPoolExecutor, spec: KernelSpec) -> Future:
             return future
         future = _hints[_key(spec)] = Future()
     task = submit_soon(pool, pool_hints, cloudpickle.dumps(spec))  # no wait for a process
-    task.add_done_callback(lambda done: _settle(future, done))
+    task.add_done_callback(lambda done: follow(future, done))  # unless the worker's came first
     return future
-
-
-def _settle(future: Future, task: Future) -> None:
-    if task.cancelled():
-        error: BaseException | None = cf.CancelledError()
-    else:
-        error = task.exception()
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(task.result())
-    except cf.InvalidStateError:
-        pass  # the worker's hints came first (learn_hints)
 
 
 def learn_hints(spec: KernelSpec, blob: bytes | None) -> None:
