@@ -29,11 +29,13 @@ Examples
 --------
     python3 bench/first_minute.py --check                       # CPU: build the cells only
     python3 bench/run.py first_minute --out $OUT                # H200, with the wheelhouse
+    python3 bench/first_minute.py --bytecode --reps 3 --out $OUT  # bytecode as pip leaves it
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -237,7 +239,10 @@ def files_side(name: str) -> dict:
     import jupyter_ktune.magics  # noqa: F401
     import jupyter_ktune.ui.app  # noqa: F401
 
-    if not name.startswith("kt-"):
+    if name.startswith("kt-"):
+        with contextlib.suppress(ImportError):  # the anchor's package, where installed
+            import kernel_tuner  # noqa: F401
+    else:
         import corpus_vs_autotune as cva
 
         ref = FLA_MATMUL if name == "fla-matmul" else cva.corpus_entries()[name].ref
@@ -279,12 +284,23 @@ def same_method(name: str, winner: dict | None) -> float | None:
     return r.median_ms
 
 
+#: ``--bytecode``: the folder every side reads and writes Python's bytecode in (None: as the
+#: host is). The device host sets ``PYTHONDONTWRITEBYTECODE=1`` and its site-packages hold no
+#: ``.pyc`` for most of torch, so there every fresh process compiles them from source (2.5-4.0
+#: s of torch's import, on both sides); a user's pip install leaves them written.
+BYTECODE: Path | None = None
+
+
 def spawn(side: str, name: str, *extra: str, timeout: float = 300) -> dict:
-    """Run one side in a fresh interpreter with empty caches; its JSON row."""
+    """Run one side in a fresh interpreter with empty caches (Triton's, CuPy's, ktune's, the
+    ceilings; the bytecode only without ``--bytecode``); its JSON row."""
     tmp = Path(tempfile.mkdtemp(prefix=f"ktune-fm-{side}-"))
     env = {**os.environ, T0_ENV: repr(time.time()), "TRITON_CACHE_DIR": str(tmp / "triton"),
            "KTUNE_CACHE_DIR": str(tmp / "ktune"), "CUPY_CACHE_DIR": str(tmp / "cupy"),
            "KTUNE_CEILINGS_CACHE": str(tmp / "ceilings.json"), "PYTHONUNBUFFERED": "1"}
+    if BYTECODE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(BYTECODE)
     env[T0_ENV] = repr(time.time())
     p = subprocess.run([sys.executable, __file__, "--side", side, name, *extra], env=env,
                        cwd=tmp, capture_output=True, text=True, timeout=timeout)
@@ -311,6 +327,8 @@ def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0,
     cuda = n.startswith("kt-")
     rows: dict[str, list[dict]] = {"ktune": [], "anchor": [], "opened": []}
     spawn("files", n)  # untimed: the files both sides read, in the OS cache for both
+    if BYTECODE is not None:  # untimed: a first cell writes the bytecode of the rest it imports
+        spawn("notebook", n, "--no-sweep")
     for i in range(max(reps, cell_reps)):
         sweep = i < reps
         rows["ktune"].append(spawn("notebook", n, *([] if sweep else ["--no-sweep"])))
@@ -393,6 +411,8 @@ def main() -> int:
                     help="also first cells of a notebook opened S s before it is run")
     ap.add_argument("--opened-reps", type=int, help="fresh processes for those (--cell-reps)")
     ap.add_argument("--check", action="store_true", help="CPU: parse every cell, no device")
+    ap.add_argument("--bytecode", action="store_true",
+                    help="every side with Python's bytecode as a pip install leaves it")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.side:
@@ -411,7 +431,10 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001 - a plan, not a verdict
                 print(f"{n}: cannot build ({type(exc).__name__}: {str(exc)[:200]})")
         return 0
-    out: dict[str, Any] = {"kernels": {}, "opened_s": a.opened}
+    out: dict[str, Any] = {"kernels": {}, "opened_s": a.opened, "bytecode": a.bytecode}
+    if a.bytecode:
+        global BYTECODE
+        BYTECODE = Path(tempfile.mkdtemp(prefix="ktune-fm-pyc-"))
     for n in names:
         out["kernels"][n] = compare_kernel(n, a.reps, a.cell_reps, a.opened, a.opened_reps)
         if a.out:
