@@ -21,7 +21,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from jupyter_ktune.api import parse_cell, run_kernel
 from jupyter_ktune.editor import show_editor_marks
 from jupyter_ktune.errors import CellError, Diagnostic, KtuneError
-from jupyter_ktune.ui.start import panel_for
+from jupyter_ktune.ui.start import import_widgets_soon, panel_for
 
 #: set when a ``%%kernel`` cell first starts in this kernel: the openings that
 #: :mod:`jupyter_ktune.prepare` has not begun are then left to the cells themselves
@@ -46,6 +46,7 @@ def warm_worker(line: str, cell: str = "",
 
     CELL_STARTED.set()
     quiet_prefetch()  # earlier panels' neighbour compiles wait: this cell goes first
+    import_widgets_soon()  # beside the parse's wait for the worker, not after it
 
     backend = line_backend(line)
     if backend not in backend_names():

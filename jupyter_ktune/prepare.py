@@ -49,6 +49,9 @@ def prepare(cells: Iterable[str]) -> list[str]:
         if backend in backend_names() and backend not in wanted and backend not in prepared:
             wanted[backend] = (first, body)
     if wanted:
+        from jupyter_ktune.ui.start import import_widgets_soon
+
+        import_widgets_soon()  # the panels' widget stack, beside the backends' opening
         opening = threading.Thread(target=_open_in_order, args=(list(wanted.items()),),
                                    name="ktune-prepare", daemon=True)
         opening.start()

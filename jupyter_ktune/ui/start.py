@@ -11,6 +11,9 @@ leaves the fp16 cell's panel of the same kernel live.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
 import threading
 import time
 from typing import Any
@@ -25,6 +28,33 @@ _measuring = threading.Lock()  # the ceilings, measured by one panel at a time
 # (Autotune's first result waited 7.2-11.8 s for the pool's own imports when it started after)
 if start_pool_at_parse not in DEVICE_KNOWN:
     DEVICE_KNOWN.append(start_pool_at_parse)
+
+#: The widget stack a panel is made of, imported by :func:`import_widgets_soon`. Only these
+#: third-party packages (0.43-0.49 s of the panel's 0.5-0.67 s import on a 2-core machine), not
+#: the panel's own modules, which the cell's parse may be importing on the main thread then:
+#: two threads importing modules that import each other could meet half-initialized ones.
+WIDGET_MODULES = ("ipywidgets", "bokeh.models", "bokeh.plotting", "bokeh.layouts",
+                  "bokeh.palettes", "jupyter_bokeh.widgets")
+
+
+def import_widgets_soon() -> threading.Thread | None:
+    """Import the panel's widget stack (ipywidgets, bokeh) on a thread, at a cell's start.
+
+    ``panel_for`` imports it after the cell's parse, and a Triton cell's parse waits for the
+    worker to read the cell's module (torch's import first): the import then ran after that
+    wait, in series with it, where the worker's import could hide it. Once per process; an
+    import that fails here fails again, with its message, where the panel needs it."""
+    if all(m in sys.modules for m in WIDGET_MODULES):
+        return None
+
+    def run() -> None:
+        for name in WIDGET_MODULES:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="ktune-import-widgets", daemon=True)
+    thread.start()
+    return thread
 
 
 def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
