@@ -41,10 +41,12 @@ PHASES = ("torch import", "device context", "triton device request", "kernel mod
           "cupy import", "cuda device request", "inputs", "reference", "compile", "verify")
 
 
-def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None = None) -> dict:
+def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None = None,
+             sweep: bool = True) -> dict:
     """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty; ``opened``:
     the notebook opened that many seconds before its cells run (its backends sent at start);
-    ``bytecode``: the folder Python reads and writes ``.pyc`` in (None: as the host is)."""
+    ``bytecode``: the folder Python reads and writes ``.pyc`` in (None: as the host is);
+    ``sweep``: Autotune pressed once the first result is shown."""
     tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                          if p and Path(p).resolve() not in (HERE, tree.resolve())]]
@@ -56,7 +58,8 @@ def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(bytecode)
     p = subprocess.run([sys.executable, str(tree / "bench" / "first_minute.py"), "--side",
-                        "notebook", kernel, "--opened", str(opened)], env=env, cwd=tmp,
+                        "notebook", kernel, "--opened", str(opened),
+                        *([] if sweep else ["--no-sweep"])], env=env, cwd=tmp,
                        capture_output=True, text=True, timeout=300)
     rows = [x for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode or not rows:
@@ -95,6 +98,9 @@ def main() -> int:
                     help="also a notebook opened S s before its cells run, each rep")
     ap.add_argument("--bytecode", choices=("none", "new", "both"), default="none",
                     help="sides run with bytecode as a pip install leaves it")
+    ap.add_argument("--cell-only", action="store_true",
+                    help="the first cell only, no Autotune after it (a CPU machine's sweep "
+                         "runs in the interpreter)")
     a = ap.parse_args()
     a.base = a.base.resolve()  # each side runs in a temporary folder of its own
     prefix = Path(tempfile.mkdtemp(prefix="ktune-ab-pyc-"))
@@ -102,7 +108,7 @@ def main() -> int:
            "new": prefix if a.bytecode != "none" else None}
     for side, tree in (("base", a.base), ("new", HERE)):
         if pyc[side] is not None:  # untimed: fills the bytecode folder for that tree
-            warm = run_side(tree, a.kernel, 0.0, pyc[side])
+            warm = run_side(tree, a.kernel, 0.0, pyc[side], not a.cell_only)
             print(side, "bytecode filled (untimed)", json.dumps(summary(warm) if "error"
                                                                 not in warm else warm))
     arms = [("new notebook", 0.0)] + ([(f"opened {a.opened:g} s before", a.opened)]
@@ -111,7 +117,7 @@ def main() -> int:
     for i in range(a.reps):
         for arm, opened in arms:
             for side, tree in (("base", a.base), ("new", HERE)):
-                ran = run_side(tree, a.kernel, opened, pyc[side])
+                ran = run_side(tree, a.kernel, opened, pyc[side], not a.cell_only)
                 row = summary(ran) if "error" not in ran else ran
                 got.setdefault((arm, side), []).append(row)
                 print(side, arm, i, json.dumps(row), flush=True)
