@@ -94,17 +94,22 @@ def reference(output, input, filter, d_filter, h: int = H, w: int = W, r: int = 
     return acc.reshape(-1)
 
 
-def ktune_spec(source: str) -> Any:
+def ktune_body(source: str) -> str:
     """The file as a user pastes it into a cell, under ktune's directives for the same space."""
-    import jupyter_ktune
-
     space = "; ".join(f"{k} in {v}" for k, v in PARAMS.items())
     directives = (f"// ktune: {space}\n// ktune: require {RESTRICTION}\n"
                   "// ktune: grid = (cdiv(4096, block_size_x * tile_size_x), "
                   "cdiv(4096, block_size_y * tile_size_y)); block = (block_size_x, block_size_y)\n"
                   f"// ktune: flops = {2 * H * W * R * R}; "
                   f"bytes = {4 * ((H + R - 1) * (W + R - 1) + H * W)}\n")
-    return jupyter_ktune.parse_cell(KTUNE_LINE, directives + source,
+    return directives + source
+
+
+def ktune_spec(source: str) -> Any:
+    """:func:`ktune_body` parsed as its cell (``KTUNE_LINE``)."""
+    import jupyter_ktune
+
+    return jupyter_ktune.parse_cell(KTUNE_LINE, ktune_body(source),
                                     {"inputs": inputs, "reference": reference})
 
 

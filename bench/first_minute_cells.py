@@ -8,14 +8,12 @@ module level, so a worker or a pool process unpickles them by reference.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 FLA_MATMUL = "fla.ops.utils.matmul:matmul_kernel"  # fla-core's, its own 8-config autotune list
-TRITON_KERNELS = ("fla-matmul", "liger-dyt")
 
 
 def fla_matmul_inputs(m: int = 4096, n: int = 4096, k: int = 4096) -> dict:
@@ -38,42 +36,37 @@ def fla_matmul_reference(a, b, **_: Any):  # noqa: ANN001, ANN201 - the cell's r
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
 
 
-def cells() -> dict[str, tuple[str, str, Any, Any]]:
-    """name -> (magic line, body, inputs, reference): kernels read from installed packages."""
-    out: dict[str, tuple[str, str, Any, Any]] = {
-        "fla-matmul": (f"matmul_kernel --backend triton --from {FLA_MATMUL} --inputs inputs "
-                       "--reference reference --out c --budget-ms 10 -o panel",
-                       "# ktune: grid = lambda META: (1, triton.cdiv(M, META['BM']), "
-                       "triton.cdiv(N, META['BN']))\n", fla_matmul_inputs,
-                       fla_matmul_reference)}
-    try:
-        from corpus.entries import BY_ID
+def fla_matmul_cell() -> tuple[str, str, Any, Any]:
+    """fla's matmul through ``--from``: the package's kernel and its own autotune list."""
+    return (f"matmul_kernel --backend triton --from {FLA_MATMUL} --inputs inputs "
+            "--reference reference --out c --budget-ms 10 -o panel",
+            "# ktune: grid = lambda META: (1, triton.cdiv(M, META['BM']), "
+            "triton.cdiv(N, META['BN']))\n", fla_matmul_inputs, fla_matmul_reference)
 
-        e = BY_ID["liger-dyt"]
-        line, body, _changed = e.cell()
-        out["liger-dyt"] = (line + " -o panel", body, e.inputs, e.reference)
-    except Exception as exc:  # noqa: BLE001 - the corpus needs liger-kernel installed
-        print(f"[bench] liger-dyt unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-    try:
-        import convolution_vs_kernel_tuner as conv
 
-        found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
-        if found:
-            source = conv.kernel_source(found[-1])
-            spec = conv.ktune_spec(source)  # its directives, as that bench sweeps
-            out["kt-convolution"] = (conv.KTUNE_LINE + " -o panel", spec.source,
-                                     conv.inputs, conv.reference)
-    except Exception as exc:  # noqa: BLE001
-        print(f"[bench] convolution unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return out
+def convolution_cell() -> tuple[str, str, Any, Any]:
+    """Kernel Tuner's ``convolution.cu`` from its sdist in the carried wheelhouse, under the
+    directives of the same space (``convolution_vs_kernel_tuner.ktune_body``: text, no parse)."""
+    import convolution_vs_kernel_tuner as conv
+
+    found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
+    if not found:
+        raise LookupError("no kernel_tuner-*.tar.gz in the carried wheelhouse (.whl*/)")
+    return (conv.KTUNE_LINE + " -o panel", conv.ktune_body(conv.kernel_source(found[-1])),
+            conv.inputs, conv.reference)
 
 
 def cell(name: str) -> tuple[str, str, Any, Any]:
-    """One kernel's cell: the three above, or any corpus entry by id (its own cell, as
-    ``bench/corpus_vs_autotune.py`` sweeps the corpus kernels that carry an autotune list)."""
-    known = cells()
-    if name in known:
-        return known[name]
+    """One kernel's cell, ``(magic line, body, inputs, reference)``: fla's matmul, Kernel
+    Tuner's convolution, or any corpus entry by id (liger's dyt among them, as
+    ``bench/corpus_vs_autotune.py`` sweeps the corpus kernels that carry an autotune list).
+    Only that cell is built: a side's clock runs from its spawn, and a notebook's user types
+    one cell, not the bench's three (building all three, the convolution's parsed, took 0.3 s
+    on a 2-core machine before ``%load_ext``)."""
+    if name == "fla-matmul":
+        return fla_matmul_cell()
+    if name == "kt-convolution":
+        return convolution_cell()
     from corpus.entries import BY_ID
 
     entry = BY_ID[name]
