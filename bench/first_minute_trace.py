@@ -12,89 +12,48 @@ from typing import Any
 def trace_cell() -> dict[str, float]:
     """Seconds spent in the steps of a ``%%kernel`` cell, by wrapping them (measurement only).
 
-    A step of a module not imported yet is wrapped once the product imports it (an import
-    hook), never by importing it here: ``ui.app`` (ipywidgets and bokeh, 0.55-0.67 s) imported
-    before the cell's start moved that import out of the cell and in front of the worker's
-    start of work, so the bench timed an order no notebook runs."""
+    ``ui.app`` (ipywidgets and bokeh, 0.55-0.67 s) is imported where ``panel_for`` imports it,
+    at its start, and its ``KernelPanel`` wrapped then: imported here, before the cell's start,
+    that import left the cell and ran in front of the worker's start of work, an order no
+    notebook runs. The other steps' modules are imported by ``%load_ext`` already."""
     import functools
-    import sys
+    import importlib
 
     spans: dict[str, float] = {}
-    steps = {"jupyter_ktune.magics:parse_cell": "parse_cell",
-             "jupyter_ktune.runner.client:DeviceWorker.device": "worker.device()",
-             "jupyter_ktune.measure.ceilings:device_ceilings": "device_ceilings",
-             "jupyter_ktune.ui.app:KernelPanel.__init__": "KernelPanel()",
-             "jupyter_ktune.magics:panel_for": "panel_for (all)"}
 
-    def wrap(module: Any, attr: str, label: str) -> None:
-        owner = module
+    def wrap(owner: Any, attr: str, label: str | None, before: Any = None) -> None:
         *path, last = attr.split(".")
         for p in path:
             owner = getattr(owner, p)
         fn = getattr(owner, last)
 
         @functools.wraps(fn)
-        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+        def timed(*a: Any, _fn: Any = fn, **k: Any) -> Any:
+            if before is not None:
+                before()
             t = time.perf_counter()
             try:
                 return _fn(*a, **k)
             finally:
-                spans[_label] = spans.get(_label, 0.0) + time.perf_counter() - t
+                if label is not None:
+                    spans[label] = spans.get(label, 0.0) + time.perf_counter() - t
         setattr(owner, last, timed)
 
-    later: dict[str, list[tuple[str, str]]] = {}
+    def panel_modules() -> None:  # what panel_for's first lines import, once
+        app = importlib.import_module("jupyter_ktune.ui.app")
+        if not hasattr(app.KernelPanel.__init__, "__wrapped__"):
+            wrap(app, "KernelPanel.__init__", "KernelPanel()")
+
+    magics = importlib.import_module("jupyter_ktune.magics")
+    wrap(magics, "panel_for", None, before=panel_modules)  # inside the timed span below
+    steps = {"jupyter_ktune.magics:parse_cell": "parse_cell",
+             "jupyter_ktune.runner.client:DeviceWorker.device": "worker.device()",
+             "jupyter_ktune.measure.ceilings:device_ceilings": "device_ceilings",
+             "jupyter_ktune.magics:panel_for": "panel_for (all)"}
     for where, label in steps.items():
         module, _, attr = where.partition(":")
-        if module in sys.modules:
-            wrap(sys.modules[module], attr, label)
-        else:
-            later.setdefault(module, []).append((attr, label))
-    if later:
-        sys.meta_path.insert(0, _WrapOnImport(later, wrap))
+        wrap(importlib.import_module(module), attr, label)
     return spans
-
-
-class _WrapOnImport:
-    """A meta path finder that lets the usual finders find the named modules, then wraps
-    their steps right after the module's own code ran (in whichever thread imported it)."""
-
-    def __init__(self, later: dict[str, list[tuple[str, str]]], wrap: Any):
-        self.later, self.wrap = later, wrap
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        import sys
-
-        if name not in self.later:
-            return None
-        for finder in [f for f in sys.meta_path if f is not self]:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find else None
-            if spec is not None:
-                break
-        else:
-            return None
-        steps, loader, wrap = self.later.pop(name), spec.loader, self.wrap
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            for attr, label in steps:
-                wrap(module, attr, label)
-        spec.loader = _Loader(loader, exec_module)
-        return spec
-
-
-class _Loader:
-    """``loader`` with its ``exec_module`` replaced (everything else as the loader has it)."""
-
-    def __init__(self, loader: Any, exec_module: Any):
-        self._loader, self.exec_module = loader, exec_module
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
 
 
 def trace_tune(panel: Any, t0: float) -> dict[str, Any]:
