@@ -1,9 +1,9 @@
 """The cells ``first_minute.py`` runs: kernels read from installed packages, not written here.
 
 fla's matmul (its own autotune list) through ``--from``, liger's dyt and any other entry of the
-compatibility corpus (``tests/corpus``) by its id, and Kernel Tuner's CUDA convolution read
-from its sdist in the carried wheelhouse. The inputs and reference functions live here, at
-module level, so a worker or a pool process unpickles them by reference.
+compatibility corpus (``tests/corpus``) by its id, and Kernel Tuner's CUDA convolution and
+vector add read from its sdist in the carried wheelhouse. The inputs and reference functions
+live here, at module level, so a worker or a pool process unpickles them by reference.
 """
 
 from __future__ import annotations
@@ -44,21 +44,55 @@ def fla_matmul_cell() -> tuple[str, str, Any, Any]:
             "triton.cdiv(N, META['BN']))\n", fla_matmul_inputs, fla_matmul_reference)
 
 
+def kernel_tuner_sdist() -> Path:
+    """Kernel Tuner's source distribution in the carried wheelhouse (``.whl*/``)."""
+    found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
+    if not found:
+        raise LookupError("no kernel_tuner-*.tar.gz in the carried wheelhouse (.whl*/)")
+    return found[-1]
+
+
+def vector_add_inputs(n: int = 10_000_000) -> dict:
+    """Kernel Tuner's vector_add example: two random fp32 vectors of 10 M, ``c`` to fill."""
+    import numpy as np
+
+    a = np.random.randn(n).astype(np.float32)
+    b = np.random.randn(n).astype(np.float32)
+    return dict(c=np.zeros_like(a), a=a, b=b, n=np.int32(n))
+
+
+def vector_add_reference(c, a, b, n):  # noqa: ANN001, ANN201 - the cell's reference
+    """NumPy's sum, as Kernel Tuner's example checks it (``answer = [a + b, None, None, None]``)."""
+    return a + b
+
+
+def vector_add_cell() -> tuple[str, str, Any, Any]:
+    """Kernel Tuner's ``test/vector_add.cu``: a CUDA C++ cell whose reference is NumPy, so
+    nothing in it needs torch (the convolution's reference is torch's ``conv2d``). Its block
+    size is a preprocessor macro, as in Kernel Tuner's example."""
+    import tarfile
+
+    with tarfile.open(kernel_tuner_sdist()) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/test/vector_add.cu"))
+        source = tar.extractfile(member).read().decode()
+    return ("vector_add --backend cuda --inputs inputs --reference reference --out c -o panel",
+            "// ktune: block_size_x in [64, 128, 256, 512, 1024]\n"
+            "// ktune: grid = cdiv(n, block_size_x); block = block_size_x; "
+            "bytes = 12 * n; flops = n\n" + source, vector_add_inputs, vector_add_reference)
+
+
 def convolution_cell() -> tuple[str, str, Any, Any]:
     """Kernel Tuner's ``convolution.cu`` from its sdist in the carried wheelhouse, under the
     directives of the same space (``convolution_vs_kernel_tuner.ktune_body``: text, no parse)."""
     import convolution_vs_kernel_tuner as conv
 
-    found = sorted(ROOT.glob(".whl*/kernel_tuner-*.tar.gz"))
-    if not found:
-        raise LookupError("no kernel_tuner-*.tar.gz in the carried wheelhouse (.whl*/)")
-    return (conv.KTUNE_LINE + " -o panel", conv.ktune_body(conv.kernel_source(found[-1])),
-            conv.inputs, conv.reference)
+    source = conv.kernel_source(kernel_tuner_sdist())
+    return conv.KTUNE_LINE + " -o panel", conv.ktune_body(source), conv.inputs, conv.reference
 
 
 def cell(name: str) -> tuple[str, str, Any, Any]:
     """One kernel's cell, ``(magic line, body, inputs, reference)``: fla's matmul, Kernel
-    Tuner's convolution, or any corpus entry by id (liger's dyt among them, as
+    Tuner's convolution or vector add, or any corpus entry by id (liger's dyt among them, as
     ``bench/corpus_vs_autotune.py`` sweeps the corpus kernels that carry an autotune list).
     Only that cell is built: a side's clock runs from its spawn, and a notebook's user types
     one cell, not the bench's three (building all three, the convolution's parsed, took 0.3 s
@@ -67,6 +101,8 @@ def cell(name: str) -> tuple[str, str, Any, Any]:
         return fla_matmul_cell()
     if name == "kt-convolution":
         return convolution_cell()
+    if name == "kt-vector-add":
+        return vector_add_cell()
     from corpus.entries import BY_ID
 
     entry = BY_ID[name]

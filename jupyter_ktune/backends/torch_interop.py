@@ -61,6 +61,7 @@ def cuda_torch() -> Any:
 _warm_lock = threading.Lock()
 _warm_thread: list[threading.Thread] = []  # the one warm-up thread of this process, once started
 _warm_ok: list[bool] = []
+_warm_asked: list[bool] = []  # warm_when_idle: started by the worker (runner.torch_warm)
 
 
 def start_warming() -> None:
@@ -85,6 +86,21 @@ def start_warming() -> None:
             _warm_thread.append(threading.Thread(target=warm, name="ktune-torch-warm",
                                                  daemon=True))
             _warm_thread[0].start()
+
+
+def warm_when_idle() -> None:
+    """Ask for :func:`start_warming` without starting it: the worker starts it once the cell's
+    functions name torch, or once it has answered a run or sits idle
+    (:mod:`jupyter_ktune.runner.torch_warm`), so a first run that never needs torch does not
+    share the GIL with its import."""
+    with _warm_lock:
+        if not _warm_thread and not _warm_asked:
+            _warm_asked.append(True)
+
+
+def warm_asked() -> bool:
+    """Whether :func:`warm_when_idle` asked for a warm-up that has not started."""
+    return bool(_warm_asked) and not _warm_thread
 
 
 def wait_for_warming(timeout_s: float) -> bool:

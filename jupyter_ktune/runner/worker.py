@@ -90,6 +90,10 @@ def _first_launch_quick(spec: Any, config: Any) -> bool:
     return True
 
 
+#: the requests whose first argument is the cell's KernelSpec
+SPEC_REQUESTS = ("limits", "before_first_run", "compile", "profile", "run")
+
+
 def _handle(msg: tuple) -> tuple:
     if msg[0] != "ping":  # one importer at a time: no module seen half-initialized
         while _preimport:
@@ -105,6 +109,10 @@ def _handle(msg: tuple) -> tuple:
     kind = msg[0]
     if kind == "ping":
         return ("ok", "pong")
+    if kind in SPEC_REQUESTS:  # a cell whose functions use torch: its warm-up starts now
+        from jupyter_ktune.runner import torch_warm
+
+        torch_warm.for_spec(msg[1])
     if kind == "device":
         info = _device(msg[1], device_info)
         _OPENED.add(msg[1])
@@ -245,6 +253,7 @@ def main(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
 
+    from jupyter_ktune.runner import torch_warm
     from jupyter_ktune.runner.phases import Phase, reporting
     from jupyter_ktune.runner.wire import pack_message, request_id, unpack_message
 
@@ -268,9 +277,12 @@ def main(fd: int) -> None:
             except OSError:  # the client is gone; the request's reply will fail the same way
                 pass
 
+        kind = ""
         try:
+            msg = unpack_message(data)[1]
+            kind = msg[0]
             with reporting(send_phase):
-                reply = _handle(unpack_message(data)[1])
+                reply = _handle(msg)
         except BaseException as exc:  # noqa: BLE001 - report, keep serving
             reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         try:
@@ -283,6 +295,7 @@ def main(fd: int) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(3)
+        torch_warm.after_reply(kind, conn)  # a run answered, or idle: torch's warm-up
 
 
 if __name__ == "__main__":

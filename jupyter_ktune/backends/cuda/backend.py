@@ -72,7 +72,7 @@ from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.opening import Opening
-from jupyter_ktune.backends.torch_interop import start_warming
+from jupyter_ktune.backends.torch_interop import warm_when_idle
 from jupyter_ktune.compiler_controls import check_controls, rename_cxx, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
 from jupyter_ktune.measure.breakdown import Breakdown
@@ -168,10 +168,11 @@ class CudaBackend(BackendBase):
                   "MAX_THREADS_PER_BLOCK": int(props["maxThreadsPerBlock"]),
                   "REGS_PER_SM": int(props["regsPerMultiprocessor"])}
         # Outputs, inputs and guards are checked on the GPU with torch where it is installed
-        # (CudaBound): start torch's CUDA in the background with the device, once per worker;
-        # compile-only pool processes (which ask for the limits) never do.
+        # (CudaBound): torch's CUDA starts in the background once per worker, when the cell
+        # needs torch or the worker is idle (runner.torch_warm), not beside a first run that
+        # never imports it; compile-only pool processes (which ask for the limits) never do.
         if not os.environ.get(COMPILE_ONLY_ENV):
-            start_warming()
+            warm_when_idle()
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
                           measure_ceilings=measure_ceilings,

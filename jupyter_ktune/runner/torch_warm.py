@@ -1,0 +1,65 @@
+"""When a CUDA worker warms torch for its on-device checks: not beside a first run that never
+needs it.
+
+The CUDA backend checks outputs, inputs and guards on the GPU with torch where it is installed
+(:func:`~jupyter_ktune.backends.torch_interop.start_warming`), and until torch is warm it checks
+on the host with the same rule. It used to start that warm-up as the device opened, so a cell's
+first run shared the worker with torch's import. The import holds the GIL for seconds, a
+host-bound timing taken beside it is taken again once the warm-up is done
+(``execute._quiet_host``), and so the first result of a CUDA cell that never touches torch (Kernel
+Tuner's vector add, the quickstart's scale, with NumPy references) waited for torch's import
+and CUDA start: 1.3-2.5 s on an H100 host, against the issue's 2 s for a CUDA cell.
+
+Now the backend only asks for the warm-up (``torch_interop.warm_when_idle``), and the worker
+starts it:
+
+- at once, when the cell's inputs function or reference names torch (:func:`for_spec`): the
+  worker imports torch for it anyway, and the warm-up's head start overlaps the rest;
+- otherwise once the worker has answered a run, or has sat :data:`IDLE_S` without a request
+  (:func:`after_reply`): a notebook opened and read, a panel left alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: how long the worker waits for a next request before it counts as idle and warms torch; a
+#: panel's start sends its requests within about 0.8 s of each other (its widgets are built
+#: between the first-set claim and the first run on a 2-core machine)
+IDLE_S = 1.5
+INTEROP = "jupyter_ktune.backends.torch_interop"
+
+
+def _asked() -> Any:
+    """``torch_interop`` when it is imported and a warm-up is asked for and not started."""
+    interop = sys.modules.get(INTEROP)
+    return interop if interop is not None and interop.warm_asked() else None
+
+
+def for_spec(spec: Any) -> bool:
+    """Start the asked-for warm-up now where ``spec``'s inputs function or reference uses torch
+    (or cannot be read: a callable object). Whether it was started."""
+    interop = _asked()
+    if interop is None:
+        return False
+    from jupyter_ktune.runner.device_modules import device_modules
+
+    fns = [f for f in (getattr(spec, "inputs", None), getattr(spec, "reference", None))
+           if f is not None]
+    found = [device_modules(f) for f in fns]  # None: no code to read, taken as torch's
+    if not any(f is None or "torch" in f for f in found):
+        return False
+    interop.start_warming()
+    return True
+
+
+def after_reply(kind: str, conn: Any) -> bool:
+    """After the worker sent the reply to a ``kind`` request: start the asked-for warm-up if
+    that was a run, or if no request comes within :data:`IDLE_S` (``conn.poll`` returns at once
+    when one does, so a busy worker waits for nothing). Whether it was started."""
+    interop = _asked()
+    if interop is None or (kind != "run" and conn.poll(IDLE_S)):
+        return False
+    interop.start_warming()
+    return True
