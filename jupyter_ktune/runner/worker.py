@@ -295,7 +295,8 @@ def main(fd: int) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(3)
-        torch_warm.after_reply(kind, conn)  # a run answered, or idle: torch's warm-up
+        with contextlib.suppress(OSError, EOFError):  # a closed socket: recv says so next
+            torch_warm.after_reply(kind, conn)  # a run answered, or idle: torch's warm-up
 
 
 if __name__ == "__main__":
