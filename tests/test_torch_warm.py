@@ -119,3 +119,36 @@ def test_a_reference_that_cannot_be_read_counts_as_using_torch(asked):
 
     spec = dataclasses.replace(_cell("    return x\n"), reference=Reference())
     assert torch_warm.for_spec(spec) and asked == [1]
+
+
+def _fake_cupy():
+    """A CuPy that sees one Hopper GPU: what the CUDA backend's device opening reads."""
+    from types import SimpleNamespace
+
+    props = {"name": b"a GPU", "major": 9, "minor": 0, "sharedMemPerBlockOptin": 232448,
+             "sharedMemPerMultiprocessor": 233472, "multiProcessorCount": 132,
+             "l2CacheSize": 52428800, "maxThreadsPerBlock": 1024,
+             "regsPerMultiprocessor": 65536}
+    runtime = SimpleNamespace(getDeviceCount=lambda: 1, getDeviceProperties=lambda i: props,
+                              runtimeGetVersion=lambda: 13000)
+    cuda = SimpleNamespace(runtime=runtime, Device=lambda: SimpleNamespace(id=0),
+                           nvrtc=SimpleNamespace(getVersion=lambda: (13, 0)))
+    return SimpleNamespace(cuda=cuda, __version__="14.0")
+
+
+def test_the_cuda_device_asks_for_the_warm_up_and_does_not_start_it(monkeypatch, asked):
+    """The CUDA backend's device opening, on a GPU (a fake CuPy that sees one): the warm-up is
+    asked for, not started; the worker starts it (above)."""
+    from jupyter_ktune.backends import context_ahead
+    from jupyter_ktune.backends.cuda.backend import CudaBackend
+    from jupyter_ktune.backends.opening import Opening
+    from jupyter_ktune.measure import clocks
+
+    monkeypatch.setattr(torch_interop, "_warm_asked", [])
+    monkeypatch.delenv("KTUNE_COMPILE_ONLY", raising=False)
+    monkeypatch.setattr(Opening, "imports", lambda self, *names: [_fake_cupy()])
+    monkeypatch.setattr(context_ahead, "start_in_worker", lambda: None)
+    monkeypatch.setattr(clocks, "driver_version", lambda: "580")
+    device = CudaBackend().device()
+    assert device.available and device.compute_capability == "9.0", device
+    assert torch_interop.warm_asked() and asked == []
