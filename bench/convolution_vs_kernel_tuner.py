@@ -55,12 +55,12 @@ KTUNE_LINE = ("convolution_kernel --backend cuda --inputs inputs --reference ref
 ATOL = 1e-3  # Kernel Tuner's answer check: the outputs are sums of 289 products of ~0.25
 
 
-def kernel_source(sdist: Path) -> str:
-    """``test/convolution.cu`` from Kernel Tuner's sdist, as shipped."""
+def kernel_source(sdist: Path, name: str = MEMBER) -> str:
+    """``test/convolution.cu`` (or another file ``name``) from Kernel Tuner's sdist, as shipped."""
     with tarfile.open(sdist) as tar:
-        member = next((m for m in tar.getmembers() if m.name.endswith("/" + MEMBER)), None)
+        member = next((m for m in tar.getmembers() if m.name.endswith("/" + name)), None)
         if member is None:
-            raise SystemExit(f"[bench] {sdist} holds no {MEMBER}: pass Kernel Tuner's sdist")
+            raise SystemExit(f"[bench] {sdist} holds no {name}: pass Kernel Tuner's sdist")
         return tar.extractfile(member).read().decode()
 
 

@@ -70,11 +70,9 @@ def vector_add_cell() -> tuple[str, str, Any, Any]:
     """Kernel Tuner's ``test/vector_add.cu``: a CUDA C++ cell whose reference is NumPy, so
     nothing in it needs torch (the convolution's reference is torch's ``conv2d``). Its block
     size is a preprocessor macro, as in Kernel Tuner's example."""
-    import tarfile
+    import convolution_vs_kernel_tuner as conv
 
-    with tarfile.open(kernel_tuner_sdist()) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/test/vector_add.cu"))
-        source = tar.extractfile(member).read().decode()
+    source = conv.kernel_source(kernel_tuner_sdist(), "test/vector_add.cu")
     return ("vector_add --backend cuda --inputs inputs --reference reference --out c -o panel",
             "// ktune: block_size_x in [64, 128, 256, 512, 1024]\n"
             "// ktune: grid = cdiv(n, block_size_x); block = block_size_x; "

@@ -28,6 +28,8 @@ from typing import Any
 #: panel's start sends its requests within about 0.8 s of each other (its widgets are built
 #: between the first-set claim and the first run on a 2-core machine)
 IDLE_S = 1.5
+#: read from ``sys.modules``, never imported here: it imports NumPy, which the worker's start
+#: does not pay (a worker that never opened a CUDA device has nothing asked)
 INTEROP = "jupyter_ktune.backends.torch_interop"
 
 

@@ -45,6 +45,8 @@ import time
 import traceback
 from typing import Any
 
+from jupyter_ktune.runner import torch_warm  # sys only: the worker's start pays nothing
+
 # Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
@@ -110,8 +112,6 @@ def _handle(msg: tuple) -> tuple:
     if kind == "ping":
         return ("ok", "pong")
     if kind in SPEC_REQUESTS:  # a cell whose functions use torch: its warm-up starts now
-        from jupyter_ktune.runner import torch_warm
-
         torch_warm.for_spec(msg[1])
     if kind == "device":
         info = _device(msg[1], device_info)
@@ -253,7 +253,6 @@ def main(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
 
-    from jupyter_ktune.runner import torch_warm
     from jupyter_ktune.runner.phases import Phase, reporting
     from jupyter_ktune.runner.wire import pack_message, request_id, unpack_message
 
