@@ -62,6 +62,7 @@ from jupyter_ktune.backends.triton.launch import TritonVariant, call_arguments
 from jupyter_ktune.backends.triton.module import (
     choose_mode,
     ensure_allocator,
+    fp_fusion,
     import_failure,
     load_module,
     patch_interpreter_dot,
@@ -156,7 +157,9 @@ class TritonBackend(TritonFacts):
             # config's verification in a fresh worker (sweep_profile/2026-12-01-2309)
             start_warming()
         return DeviceInfo(True, p.name, compute_capability=f"{p.major}.{p.minor}", limits=limits,
-                          driver=driver_version(), toolchain={**tools, "cuda": torch.version.cuda},
+                          driver=driver_version(),
+                          toolchain={**tools, "cuda": torch.version.cuda,
+                                     "fp fusion": fp_fusion(triton)},
                           measure_ceilings=measure_ceilings, opening_ms=opened.done())
 
     def device(self) -> DeviceInfo:

@@ -38,8 +38,27 @@ def choose_mode() -> bool:
     if "triton" not in sys.modules and not _gpu_visible():
         os.environ["TRITON_INTERPRET"] = "1"
     # Triton 3.9 warns that its fp-fusion default will change; keep 3.6's behaviour (enabled).
+    # Every ktune process that compiles Triton (the worker, each compile-pool process) comes
+    # here first, so their compiles agree and the pool's builds stay cache hits for the worker.
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def fp_fusion(triton: Any) -> str:
+    """Whether this Triton fuses a multiply and an add into one FMA, as a result's toolchain
+    says it: ``"on"`` or ``"off"``, and why where the user's environment decided it.
+
+    The choice changes a kernel's numbers and its error against the reference, and Triton 3.10
+    turns the default off: a figure measured under one choice is not comparable with one
+    under the other, so it is part of the toolchain a result (and the store's key) carries."""
+    language = getattr(getattr(triton, "knobs", None), "language", None)
+    if language is None or not hasattr(language, "default_fp_fusion"):
+        return "on (this Triton has no switch)"
+    if getattr(language, "force_disable_fp_fusion", False):
+        return "off (TRITON_FORCE_DISABLE_FP_FUSION)"
+    on = bool(language.default_fp_fusion)
+    ours = os.environ.get("TRITON_DEFAULT_FP_FUSION") == "1"
+    return ("on" if on else "off") + ("" if on and ours else " (TRITON_DEFAULT_FP_FUSION)")
 
 
 _allocator_set = False
