@@ -83,7 +83,7 @@ def summary(row: dict) -> dict:
             "direct first launch": None if row.get("first_method") is None
             else float("cuLaunchKernel" in row["first_method"]),
             # 1: its first timing was host-bound and was taken again after the worker's
-            # background start-up (``execute._quiet_host``): the wait is in "time: other"
+            # background start-up (``timed.quiet_host``): the wait is "time: start-up wait"
             "timed again": None if row.get("first_method") is None
             else float("timed again" in row["first_method"]),
             **{f"cell: {k} s": v for k, v in (row.get("inside_cell_s") or {}).items()}}

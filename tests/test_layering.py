@@ -169,7 +169,7 @@ def typed() -> dict[str, Module]:
 def test_the_scan_sees_the_package(mods) -> None:
     # guards the checker itself: a scan that found nothing would pass every rule below
     assert "jupyter_ktune.measure.timing" in mods and "jupyter_ktune.backends.base" in mods
-    assert "jupyter_ktune.measure.timing" in mods["jupyter_ktune.runner.execute"].imports
+    assert "jupyter_ktune.measure.timing" in mods["jupyter_ktune.runner.timed"].imports
     # an import inside a function counts (runner.worker imports execute in _handle)
     assert "jupyter_ktune.runner.execute" in mods["jupyter_ktune.runner.worker"].imports
 

@@ -214,7 +214,7 @@ def test_the_clock_counts_as_up_only_near_its_maximum():
 def test_a_raced_config_skips_the_graph_figure_and_a_warm_clock_shortens_its_warm_up():
     from jupyter_ktune import parse_cell
     from jupyter_ktune.measure.clocks import Clocks
-    from jupyter_ktune.runner.execute import timing_plan
+    from jupyter_ktune.runner.timed import timing_plan
 
     spec = parse_cell("k --backend cuda --budget-ms 7", '''extern "C" __global__ void k() {}''')
     plain, raced = timing_plan(spec, None, None), timing_plan(spec, 0.5, None)
@@ -295,7 +295,7 @@ def test_a_host_bound_timing_waits_for_the_workers_background_work_only_when_the
     from concurrent.futures import Future
 
     from jupyter_ktune.backends import torch_interop
-    from jupyter_ktune.runner.execute import _quiet_host
+    from jupyter_ktune.runner.timed import quiet_host as _quiet_host
 
     done: Future = Future()
     done.set_result((None, None))

@@ -22,14 +22,13 @@ from jupyter_ktune.backends.base import QUICK_LAUNCH, Backend, DeviceInfo, limit
 from jupyter_ktune.backends.uploads import Uploads, for_input_set
 from jupyter_ktune.errors import CannotRun, CellError, CompileFailure, OutOfResources
 from jupyter_ktune.failure_cause import by_cause
-from jupyter_ktune.measure.clocks import clock_is_up, read_clocks
+from jupyter_ktune.measure.clocks import read_clocks
 from jupyter_ktune.measure.integrity import changed_inputs
-from jupyter_ktune.measure.timing import TimingPlan, time_kernel
 from jupyter_ktune.measure.tolerance import judged, rule_for
 from jupyter_ktune.measure.verify import compare
 from jupyter_ktune.measure.verify_device import DeviceReference, compare_tensor, device_comparable
 from jupyter_ktune.results import Measurement, Provenance, RunResult, Status, Verification
-from jupyter_ktune.runner import phases
+from jupyter_ktune.runner import phases, timed
 from jupyter_ktune.runner.input_sets import (  # noqa: F401 - REDRAW_EVERY, checked_inputs: API
     REDRAW_EVERY,
     SetBesideBuild,
@@ -236,21 +235,10 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
                 _verified[(io, key)] = verification
         tick("verify")
         measurement = None
+        around: dict[str, float] = {}  # the "time" phase's parts outside the protocol's stages
         if spec.options.time:
-            clk0 = read_clocks()
-            plan = timing_plan(spec, _races.pop((spec.source_hash, config), None), clk0)
-            timer = backend.timer()
-            phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
-            # A runtime without stream events in Python (JAX) times the bound variant itself.
-            own = getattr(timer, "time", None)
-            timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
-            if getattr(bound, "launch_note", ""):
-                timing = dataclasses.replace(timing, method=timing.method + bound.launch_note)
-            if timing.host_bound and _quiet_host(static_future, spec.options.timeout_s):
-                timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
-                timing = dataclasses.replace(timing, method=timing.method + "; timed again "
-                                             "once the worker's background start-up was done "
-                                             "(the first timing was host-bound)")
+            timing, clk0 = timed.take(spec, bound, backend.timer, static_future, around,
+                                      _races.pop((spec.source_hash, config), None))
             clk1 = read_clocks()
             prov = Provenance(
                 device=device.name, method=timing.method, source_hash=spec.source_hash,
@@ -264,7 +252,7 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
         tick("time")
         if measurement is not None and measurement.timing.stages_ms:  # "time", stage by stage
             phases_ms.update(phases.split_phase(phases_ms.pop("time"),
-                                               measurement.timing.stages_ms))
+                                               {**around, **measurement.timing.stages_ms}))
         status = Status.OK if verification is None or verification.passed else Status.WRONG
         reason = verification.summary() if verification else ""
         if reused:
@@ -343,34 +331,6 @@ def _prebuilt(backend: Backend, spec: KernelSpec, config: Config, static: Future
 def host_time(device: DeviceInfo) -> bool:
     """Whether the device runs kernels on the host (Triton's interpreter, Pallas interpret)."""
     return device.compute_capability is None
-
-
-def _quiet_host(static_future: Future, timeout_s: float) -> bool:
-    """Wait for this worker's background work (torch's warm-up thread, the static report):
-    whether there was any, so a host-bound timing taken beside it is worth taking again. The
-    first timing in a fresh worker ran while torch imported in a thread and read 0 us for a
-    1.5 us kernel (bench/results/timing_vs_ncu/2026-12-02-0344)."""
-    from jupyter_ktune.backends.torch_interop import wait_for_warming
-
-    busy = wait_for_warming(timeout_s)
-    if not static_future.done():
-        busy = True
-        try:
-            static_future.result(timeout=timeout_s)
-        except Exception:  # noqa: BLE001 - its failure is reported with the result
-            pass
-    return busy
-
-
-def timing_plan(spec: KernelSpec, race_ms: float | None, clocks: Any) -> TimingPlan:
-    """The protocol's knobs for one variant: the cell's budget and cache policy; a short
-    warm-up when ``clocks`` (read just before) show the SM clock up; and for a config raced in
-    a sweep's first pass (``race_ms``, the incumbent's median) no graph-replay figure, 5 ms of
-    a microsecond kernel's 26 (issue 21): the re-timing of the top few takes it."""
-    return TimingPlan(budget_ms=spec.options.budget_ms, warm_cache=spec.options.warm_cache,
-                      max_runs=spec.options.max_runs, clock_ready=clock_is_up(clocks),
-                      race_ms=race_ms,
-                      graph_below_ms=0.0 if race_ms is not None else TimingPlan.graph_below_ms)
 
 
 def race_against(source_hash: str, config: Config, incumbent_ms: float | None) -> None:

@@ -27,8 +27,9 @@ from jupyter_ktune.measure.compare import InterleavedRuns
 from jupyter_ktune.measure.device_timer import HostClock
 from jupyter_ktune.measure.timing import HOST_BOUND_MARK, TimingPlan, time_kernel
 from jupyter_ktune.runner import phases
-from jupyter_ktune.runner.execute import loaded_variant, timing_plan
+from jupyter_ktune.runner.execute import loaded_variant
 from jupyter_ktune.runner.input_sets import checked_inputs
+from jupyter_ktune.runner.timed import timing_plan
 from jupyter_ktune.space import Config
 from jupyter_ktune.spec import KernelSpec
 

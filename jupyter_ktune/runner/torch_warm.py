@@ -6,7 +6,7 @@ The CUDA backend checks outputs, inputs and guards on the GPU with torch where i
 on the host with the same rule. It used to start that warm-up as the device opened, so a cell's
 first run shared the worker with torch's import. The import holds the GIL for seconds, a
 host-bound timing taken beside it is taken again once the warm-up is done
-(``execute._quiet_host``), and so the first result of a CUDA cell that never touches torch (Kernel
+(``timed.quiet_host``), and so the first result of a CUDA cell that never touches torch (Kernel
 Tuner's vector add, the quickstart's scale, with NumPy references) waited for torch's import
 and CUDA start: 1.3-2.5 s on an H100 host, against the issue's 2 s for a CUDA cell.
 
