@@ -13,8 +13,9 @@ import pytest
 from cuda_tools import NVCC, needs_nvcc
 
 
-def test_the_triton_timers_hold_compiles_with_a_volatile_gate_and_a_timeout():
+def test_the_triton_timers_hold_compiles_with_a_volatile_gate_and_a_timeout(monkeypatch):
     pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # as every ktune process sets it
     from jupyter_ktune.backends.triton.module import load_module
     from jupyter_ktune.backends.triton.static import aot_compile
     from jupyter_ktune.backends.triton.timer import _TIMER_SOURCE
