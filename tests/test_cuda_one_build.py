@@ -59,7 +59,7 @@ def test_published_idioms_compile_with_nvcc_and_with_nvrtc(idiom: str, monkeypat
 @pytest.fixture
 def gpu_backend(h200: CudaBackend) -> CudaBackend:  # noqa: F811 - the imported fixture
     """A backend with a (fake) H200 whose CuPy only loads cubin files (test_archcubin)."""
-    h200.__dict__["_timer"] = None
+    h200.__dict__["_timer_slot"] = types.SimpleNamespace(get=lambda build: None)  # no timer
     return h200
 
 

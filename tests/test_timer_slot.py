@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jupyter_ktune.backends.triton.timer import TimerSlot
+from jupyter_ktune.backends.timer_slot import TimerSlot
 
 
 def test_the_timer_built_ahead_is_the_one_a_config_gets_and_get_waits_for_it():

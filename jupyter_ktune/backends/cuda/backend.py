@@ -16,6 +16,7 @@ never creates a CUDA context.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -72,6 +73,7 @@ from jupyter_ktune.backends.cuda.templates import input_kinds, type_arguments
 from jupyter_ktune.backends.cuda.timer import CupyTimer
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.opening import Opening
+from jupyter_ktune.backends.timer_slot import TimerSlot
 from jupyter_ktune.backends.torch_interop import warm_when_idle
 from jupyter_ktune.compiler_controls import check_controls, rename_cxx, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure, Diagnostic
@@ -173,6 +175,9 @@ class CudaBackend(BackendBase):
         # never imports it; compile-only pool processes (which ask for the limits) never do.
         if not os.environ.get(COMPILE_ONLY_ENV):
             warm_when_idle()
+            # the timer's kernels compile (NVRTC, and CuPy's fill kernel on a cold cache)
+            # beside the first run's compile and inputs, not on its timing's path
+            self._timer_slot.start_ahead(lambda: self._make_timer(limits, dev.id))
         return DeviceInfo(True, name, compute_capability=f"{props['major']}.{props['minor']}",
                           limits=limits, driver=driver_version(),
                           measure_ceilings=measure_ceilings,
@@ -317,13 +322,21 @@ class CudaBackend(BackendBase):
         return load_prebuilt(self, named, config, report)
 
     def timer(self) -> CupyTimer:
-        """Return the CuPy timer (created once, with a flush buffer sized to the L2)."""
-        return self._timer
+        """Return the CuPy timer (built once, ahead as the device opened, with a flush buffer
+        sized to the L2); a build still running is waited for."""
+        return self._timer_slot.get(lambda: self._make_timer(self.device().limits))
 
     @cached_property
-    def _timer(self) -> CupyTimer:
-        l2 = self.device().limits.get("L2_BYTES", 0)
-        return CupyTimer(max(256 << 20, 4 * l2), self.device().limits.get("SM_COUNT", 132))
+    def _timer_slot(self) -> TimerSlot:
+        return TimerSlot()
+
+    @staticmethod
+    def _make_timer(limits: Mapping[str, int], device_id: int | None = None) -> CupyTimer:
+        import cupy
+
+        flush = max(256 << 20, 4 * limits.get("L2_BYTES", 0))
+        with cupy.cuda.Device(device_id) if device_id is not None else contextlib.nullcontext():
+            return CupyTimer(flush, limits.get("SM_COUNT", 132))
 
     def is_fatal(self, exc: BaseException) -> bool:
         """Return True for sticky CUDA errors (by status or message): the context is unusable."""

@@ -36,6 +36,7 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, DEFAULT_LIMITS, Device
 from jupyter_ktune.backends.cache_folder import CacheFolderError
 from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.opening import Opening
+from jupyter_ktune.backends.timer_slot import TimerSlot
 from jupyter_ktune.backends.torch_interop import start_warming
 from jupyter_ktune.backends.triton import direct_launch, jit_warm, utils_ahead
 from jupyter_ktune.backends.triton import static as ts
@@ -69,7 +70,7 @@ from jupyter_ktune.backends.triton.module import (
 )
 from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.profile import profile_triton
-from jupyter_ktune.backends.triton.timer import TimerSlot, TorchTimer
+from jupyter_ktune.backends.triton.timer import TorchTimer
 from jupyter_ktune.compiler_controls import rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.lean_import import cell_packages, load_leanly
