@@ -15,8 +15,8 @@ starts it:
 
 - at once, when the cell's inputs function or reference names torch (:func:`for_spec`): the
   worker imports torch for it anyway, and the warm-up's head start overlaps the rest;
-- otherwise once the worker has answered a run, or has sat :data:`IDLE_S` without a request
-  (:func:`after_reply`): a notebook opened and read, a panel left alone.
+- otherwise once the worker has sat :data:`IDLE_S` without a request (:func:`after_reply`): a
+  notebook opened and read, a panel left alone; never between a sweep's requests.
 """
 
 from __future__ import annotations
@@ -58,10 +58,14 @@ def for_spec(spec: Any) -> bool:
 
 def after_reply(kind: str, conn: Any) -> bool:
     """After the worker sent the reply to a ``kind`` request: start the asked-for warm-up if
-    that was a run, or if no request comes within :data:`IDLE_S` (``conn.poll`` returns at once
-    when one does, so a busy worker waits for nothing). Whether it was started."""
+    no request comes within :data:`IDLE_S` (``conn.poll`` returns at once when one does, so a
+    busy worker waits for nothing). Whether it was started.
+
+    Not after a run's reply at once: Autotune pressed at the first result then swept while
+    torch imported, and its first result came 1.74 s after the press against 0.68 s before
+    (Kernel Tuner's vector add on an H100, bench/results/first_minute_ab/2026-12-07-0433)."""
     interop = _asked()
-    if interop is None or (kind != "run" and conn.poll(IDLE_S)):
+    if interop is None or conn.poll(IDLE_S):
         return False
     interop.start_warming()
     return True
