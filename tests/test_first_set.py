@@ -230,3 +230,21 @@ def test_functions_over_a_large_array_are_not_sent(tmp_path, monkeypatch):
 
     with DeviceWorker() as w:
         assert not send_first_set(w, "fake", LINE, {"inputs": inputs, "reference": None})
+
+
+def test_a_cuda_cell_sends_no_set_ahead(tmp_path):
+    """CuPy opens in 0.2-0.5 s, sooner than the helper's round trip (Kernel Tuner's vector add
+    on an H100 waited 0.7-1.3 s for its 120 MB set from the helper): the worker draws it, so
+    nothing is asked of the worker at the cell's start."""
+
+    class Worker:
+        pid, asked = 1, []
+
+        def request(self, msg, timeout):  # noqa: ANN001, ANN201 - the client's surface
+            self.asked.append(msg[0])
+            return "ok", True
+
+    ns = _namespace(tmp_path / "calls")
+    cuda_line = LINE.replace("--backend fake", "--backend cuda")
+    assert not send_first_set(Worker(), "cuda", cuda_line, ns) and Worker.asked == []
+    assert send_first_set(Worker(), "fake", LINE, ns) and Worker.asked == ["first_set"]
