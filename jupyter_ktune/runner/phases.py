@@ -166,7 +166,7 @@ def spent(parts: dict[str, float], name: str, since: float) -> float:
     returns the time now. The "time" phase's parts outside the timing protocol's stages (the
     timer's readiness, a host-bound first timing and the wait after it) are named this way: a
     first result's "time: other" read 0.17-0.27 s on an H100 with none of them named
-    (bench/results/first_minute_ab/2026-12-06-2058)."""
+    (19e7434:bench/results/first_minute_ab/2026-12-06-2058)."""
     now = time.perf_counter()
     parts[name] = (now - since) * 1e3
     return now

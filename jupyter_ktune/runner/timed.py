@@ -6,7 +6,7 @@ and the parts around them named here: ``timer ready`` (the backend's timer is bu
 fresh worker, and the first timing may wait for it), and where a first timing was host-bound
 and taken again, ``host-bound timing`` and ``start-up wait``. A first result's "time: other"
 read 0.17-0.27 s on an H100 with none of them named
-(bench/results/first_minute_ab/2026-12-06-2058).
+(19e7434:bench/results/first_minute_ab/2026-12-06-2058).
 """
 
 from __future__ import annotations
