@@ -10,7 +10,9 @@ nothing is set apart.
     python bench/first_minute_ab.py --base /tmp/base --kernel fla-matmul --reps 3 --opened 8
 
 ``--base`` is a checkout of the earlier tree (``git archive REV | tar -x -C DIR``); the new tree
-is this one (``--base .``: this tree on both sides, to compare conditions).
+is this one (``--base .``: this tree on both sides, to compare conditions, with
+``--base-env NAME=VALUE`` setting a switch on the base side only, e.g.
+``--base . --base-env KTUNE_COMPILE_AHEAD=0``: the compiles ahead off against on).
 
 ``--bytecode new`` (or ``both``) runs that side with Python's bytecode as a pip install leaves
 it. The device host sets ``PYTHONDONTWRITEBYTECODE=1`` and its site-packages hold no ``.pyc``
@@ -42,18 +44,19 @@ PHASES = ("torch import", "device context", "triton device request", "kernel mod
 
 
 def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None = None,
-             sweep: bool = True) -> dict:
+             sweep: bool = True, extra_env: dict[str, str] | None = None) -> dict:
     """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty; ``opened``:
     the notebook opened that many seconds before its cells run (its backends sent at start);
     ``bytecode``: the folder Python reads and writes ``.pyc`` in (None: as the host is);
-    ``sweep``: Autotune pressed once the first result is shown."""
+    ``sweep``: Autotune pressed once the first result is shown; ``extra_env``: set in that
+    side's process (a switch such as ``KTUNE_COMPILE_AHEAD=0``)."""
     tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                          if p and Path(p).resolve() not in (HERE, tree.resolve())]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
            "TRITON_CACHE_DIR": str(tmp / "triton"), "KTUNE_CACHE_DIR": str(tmp / "ktune"),
            "CUPY_CACHE_DIR": str(tmp / "cupy"), "KTUNE_CEILINGS_CACHE": str(tmp / "c.json"),
-           "PYTHONUNBUFFERED": "1", "KTUNE_BENCH_T0": repr(time.time())}
+           "PYTHONUNBUFFERED": "1", "KTUNE_BENCH_T0": repr(time.time()), **(extra_env or {})}
     if bytecode is not None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(bytecode)
@@ -101,14 +104,18 @@ def main() -> int:
     ap.add_argument("--cell-only", action="store_true",
                     help="the first cell only, no Autotune after it (a CPU machine's sweep "
                          "runs in the interpreter)")
+    ap.add_argument("--base-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set in the base side's processes only (repeatable)")
     a = ap.parse_args()
+    base_env = dict(kv.split("=", 1) for kv in a.base_env)
     a.base = a.base.resolve()  # each side runs in a temporary folder of its own
     prefix = Path(tempfile.mkdtemp(prefix="ktune-ab-pyc-"))
     pyc = {"base": prefix if a.bytecode == "both" else None,
            "new": prefix if a.bytecode != "none" else None}
     for side, tree in (("base", a.base), ("new", HERE)):
         if pyc[side] is not None:  # untimed: fills the bytecode folder for that tree
-            warm = run_side(tree, a.kernel, 0.0, pyc[side], not a.cell_only)
+            warm = run_side(tree, a.kernel, 0.0, pyc[side], not a.cell_only,
+                            base_env if side == "base" else None)
             print(side, "bytecode filled (untimed)", json.dumps(summary(warm) if "error"
                                                                 not in warm else warm))
     arms = [("new notebook", 0.0)] + ([(f"opened {a.opened:g} s before", a.opened)]
@@ -117,7 +124,8 @@ def main() -> int:
     for i in range(a.reps):
         for arm, opened in arms:
             for side, tree in (("base", a.base), ("new", HERE)):
-                ran = run_side(tree, a.kernel, opened, pyc[side], not a.cell_only)
+                ran = run_side(tree, a.kernel, opened, pyc[side], not a.cell_only,
+                               base_env if side == "base" else None)
                 row = summary(ran) if "error" not in ran else ran
                 got.setdefault((arm, side), []).append(row)
                 print(side, arm, i, json.dumps(row), flush=True)
@@ -125,7 +133,8 @@ def main() -> int:
                               if k not in ("inputs_ready", "error")))
     for arm, _ in arms:
         print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved"
-              f" (base {a.base}, bytecode {'yes' if pyc['base'] else 'as the host is'};"
+              f" (base {a.base}{''.join(f' {k}={v}' for k, v in base_env.items())},"
+              f" bytecode {'yes' if pyc['base'] else 'as the host is'};"
               f" new {HERE}, bytecode {'yes' if pyc['new'] else 'as the host is'})")
         print(f"{'':28} {'base':>9} {'new':>9}")
         for k in keys:
