@@ -237,8 +237,8 @@ def run_variant(spec: KernelSpec, config: Config, violations: list[str] | None =
         measurement = None
         around: dict[str, float] = {}  # the "time" phase's parts outside the protocol's stages
         if spec.options.time:
-            timing, clk0 = timed.take(spec, bound, backend.timer, static_future, around,
-                                      _races.pop((spec.source_hash, config), None))
+            timing, clk0, around = timed.take(spec, bound, backend.timer, static_future,
+                                              _races.pop((spec.source_hash, config), None))
             clk1 = read_clocks()
             prov = Provenance(
                 device=device.name, method=timing.method, source_hash=spec.source_hash,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -159,14 +158,3 @@ def split_phase(total_ms: float, stages_ms: dict[str, float]) -> dict[str, float
     out = {f"time: {k}": v for k, v in stages_ms.items()}
     out["time: other"] = max(total_ms - sum(stages_ms.values()), 0.0)
     return out
-
-
-def spent(parts: dict[str, float], name: str, since: float) -> float:
-    """Record the milliseconds since ``since`` (``time.perf_counter``) as ``parts[name]``;
-    returns the time now. The "time" phase's parts outside the timing protocol's stages (the
-    timer's readiness, a host-bound first timing and the wait after it) are named this way: a
-    first result's "time: other" read 0.17-0.27 s on an H100 with none of them named
-    (19e7434:bench/results/first_minute_ab/2026-12-06-2058)."""
-    now = time.perf_counter()
-    parts[name] = (now - since) * 1e3
-    return now

@@ -26,14 +26,15 @@ from jupyter_ktune.spec import KernelSpec
 
 
 def take(spec: KernelSpec, bound: Any, timer_of: Callable[[], Any], static_future: Future,
-         parts: dict[str, float], race_ms: float | None) -> tuple[Timing, Clocks | None]:
+         race_ms: float | None) -> tuple[Timing, Clocks | None, dict[str, float]]:
     """Time ``bound`` with the protocol (``race_ms``: a sweep's incumbent to race against);
-    the timing and the clocks read before it. ``parts`` gets the named parts (milliseconds)."""
-    clock = time.perf_counter()
+    the timing, the clocks read before it, and the named parts of the wait (milliseconds)."""
+    t0 = time.perf_counter()
     clocks = read_clocks()
     plan = timing_plan(spec, race_ms, clocks)
     timer = timer_of()  # built ahead in a fresh worker: this may wait for it
-    clock = phases.spent(parts, "timer ready", clock)
+    t1 = time.perf_counter()
+    parts = {"timer ready": (t1 - t0) * 1e3}
     phases.enter(phases.run(f"the timed runs, --budget-ms {plan.budget_ms:g}"))
     # A runtime without stream events in Python (JAX) times the bound variant itself.
     own = getattr(timer, "time", None)
@@ -41,15 +42,15 @@ def take(spec: KernelSpec, bound: Any, timer_of: Callable[[], Any], static_futur
     if getattr(bound, "launch_note", ""):
         timing = dataclasses.replace(timing, method=timing.method + bound.launch_note)
     if timing.host_bound:
-        first_done = time.perf_counter()
-        if quiet_host(static_future, spec.options.timeout_s):  # taken again: the first
-            parts["host-bound timing"] = (first_done - clock) * 1e3  # one's time is named
-            phases.spent(parts, "start-up wait", first_done)
+        t2 = time.perf_counter()
+        if quiet_host(static_future, spec.options.timeout_s):  # taken again: name the first
+            parts["host-bound timing"] = (t2 - t1) * 1e3
+            parts["start-up wait"] = (time.perf_counter() - t2) * 1e3
             timing = own(bound, plan) if own else time_kernel(bound.launch, timer, plan)
             timing = dataclasses.replace(timing, method=f"{timing.method}; timed again once"
                                          " the worker's background start-up was done (the"
                                          " first timing was host-bound)")
-    return timing, clocks
+    return timing, clocks, parts
 
 
 def quiet_host(static_future: Future, timeout_s: float) -> bool:
