@@ -23,7 +23,10 @@ pay that. Such a side runs with ``PYTHONDONTWRITEBYTECODE`` unset and ``PYTHONPY
 set to one folder, which an untimed first process of that side fills; its other caches stay
 empty. ``--opened S`` adds, in each rep, a notebook opened S s before its cells run (its
 backends sent at the kernel's start, as the labextension does). Prints one JSON row per run,
-then the medians side by side.
+then the medians side by side. ``--sample DIR`` then runs the new tree's first cell once more
+with every thread of every process sampled (``bench/sampler``) and prints where each thread
+spent the time (``bench/thread_timeline.py``): the phases say how long, the timeline says what
+ran beside them.
 """
 
 from __future__ import annotations
@@ -44,15 +47,20 @@ PHASES = ("torch import", "device context", "triton device request", "kernel mod
 
 
 def run_side(tree: Path, kernel: str, opened: float = 0.0, bytecode: Path | None = None,
-             sweep: bool = True, extra_env: dict[str, str] | None = None) -> dict:
+             sweep: bool = True, extra_env: dict[str, str] | None = None,
+             sample: Path | None = None) -> dict:
     """``first_minute.py --side notebook KERNEL`` of ``tree``, fresh, caches empty; ``opened``:
     the notebook opened that many seconds before its cells run (its backends sent at start);
     ``bytecode``: the folder Python reads and writes ``.pyc`` in (None: as the host is);
     ``sweep``: Autotune pressed once the first result is shown; ``extra_env``: set in that
-    side's process (a switch such as ``KTUNE_COMPILE_AHEAD=0``)."""
+    side's process (a switch such as ``KTUNE_COMPILE_AHEAD=0``); ``sample``: every thread of
+    every Python process of the side sampled into that folder (``bench/sampler``)."""
     tmp = Path(tempfile.mkdtemp(prefix="ktune-ab-"))
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                          if p and Path(p).resolve() not in (HERE, tree.resolve())]]
+    if sample is not None:  # its sitecustomize first: every process the side starts is sampled
+        path.insert(0, str(HERE / "bench" / "sampler"))
+        extra_env = {**(extra_env or {}), "KTUNE_BENCH_SAMPLE": str(sample)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
            "TRITON_CACHE_DIR": str(tmp / "triton"), "KTUNE_CACHE_DIR": str(tmp / "ktune"),
            "CUPY_CACHE_DIR": str(tmp / "cupy"), "KTUNE_CEILINGS_CACHE": str(tmp / "c.json"),
@@ -104,6 +112,9 @@ def main() -> int:
     ap.add_argument("--cell-only", action="store_true",
                     help="the first cell only, no Autotune after it (a CPU machine's sweep "
                          "runs in the interpreter)")
+    ap.add_argument("--sample", type=Path, metavar="DIR",
+                    help="then one more first cell of the new tree with every thread sampled"
+                         " (bench/sampler), its timeline printed (bench/thread_timeline.py)")
     ap.add_argument("--base-env", action="append", default=[], metavar="NAME=VALUE",
                     help="set in the base side's processes only (repeatable)")
     a = ap.parse_args()
@@ -143,7 +154,22 @@ def main() -> int:
                 v = [r[k] for r in got[(arm, side)] if isinstance(r.get(k), (int, float))]
                 cells.append(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}")
             print(f"{k:28} {cells[0]} {cells[1]}")
+    if a.sample is not None:
+        sampled(a.kernel, a.sample, pyc["new"])
     return 0
+
+
+def sampled(kernel: str, folder: Path, bytecode: Path | None) -> None:
+    """The new tree's first cell once more, every thread sampled; its figures and timeline
+    (slower than the rows above: the sampler takes the GIL every 3 ms)."""
+    from thread_timeline import timeline
+
+    ran = run_side(HERE, kernel, 0.0, bytecode, False, sample=folder / "samples")
+    print(f"\n{kernel}, new tree, first cell sampled (slower than the rows above):",
+          json.dumps(summary(ran) if "error" not in ran else ran))
+    report = timeline(folder / "samples", min_ms=15)
+    (folder / "timeline.txt").write_text(report, encoding="utf-8")
+    print(report)
 
 
 if __name__ == "__main__":
