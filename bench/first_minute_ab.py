@@ -155,17 +155,18 @@ def main() -> int:
                 cells.append(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}")
             print(f"{k:28} {cells[0]} {cells[1]}")
     if a.sample is not None:
-        sampled(a.kernel, a.sample, pyc["new"])
+        sampled(a.kernel, a.sample, pyc["new"], not a.cell_only)
     return 0
 
 
-def sampled(kernel: str, folder: Path, bytecode: Path | None) -> None:
-    """The new tree's first cell once more, every thread sampled; its figures and timeline
-    (slower than the rows above: the sampler takes the GIL every 3 ms)."""
+def sampled(kernel: str, folder: Path, bytecode: Path | None, sweep: bool) -> None:
+    """The new tree's first cell (and Autotune, with ``sweep``) once more, every thread
+    sampled; its figures and timeline (slower than the rows above: the sampler takes the GIL
+    every 3 ms)."""
     from thread_timeline import timeline
 
-    ran = run_side(HERE, kernel, 0.0, bytecode, False, sample=folder / "samples")
-    print(f"\n{kernel}, new tree, first cell sampled (slower than the rows above):",
+    ran = run_side(HERE, kernel, 0.0, bytecode, sweep, sample=folder / "samples")
+    print(f"\n{kernel}, new tree, sampled (slower than the rows above):",
           json.dumps(summary(ran) if "error" not in ran else ran))
     report = timeline(folder / "samples", min_ms=15)
     (folder / "timeline.txt").write_text(report, encoding="utf-8")
