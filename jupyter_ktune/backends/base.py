@@ -208,13 +208,6 @@ class BackendBase:
     #: outputs are returned, never written in place (Pallas: fresh JAX buffers it cannot
     #: pre-fill, so there a NaN is "never written, or written as NaN").
     poisons_outputs: ClassVar[bool] = True
-    #: Whether a cold worker's input helper draws a cell's first set beside the backend's
-    #: opening (:mod:`jupyter_ktune.runner.first_set`): worth it where the opening takes
-    #: seconds (torch's import for Triton, JAX's for Pallas). False where it is quicker than
-    #: the helper's round trip: CuPy's import and context, 0.2-0.5 s, against a helper that
-    #: starts, draws and sends the set back (Kernel Tuner's vector add on an H100: its 120 MB
-    #: set waited 0.7-1.3 s, bench/results/first_minute_ab/2026-12-07-0433).
-    first_set_ahead: ClassVar[bool] = True
     #: What a sweep's CPU pool compiles ahead, in words for the report; None: no compile pool.
     precompile: ClassVar[str | None] = None
     #: Whether the pool's compile of a config lands in a cache the worker's own compile of it

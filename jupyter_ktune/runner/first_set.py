@@ -13,8 +13,12 @@ helper's process beside the imports, and the cell's first run takes them.
 The rules:
 
 * Only a cold worker asks the helper (the cell's backend not opened yet: its imports take
-  seconds). A warm worker draws sooner itself than a helper that still has to start, and so
-  does a CUDA worker, cold or not (``first_set_ahead``): CuPy opens in 0.2-0.5 s.
+  seconds). A warm worker draws sooner itself than a helper that still has to start. A cold
+  CUDA worker too asks the helper, although CuPy opens in 0.2-0.5 s: drawn in the worker
+  instead, Kernel Tuner's vector add's 10 M-element set took 1,013 ms against 662 ms from
+  the helper, and the convolution's 104 ms against 4 ms (an H100, in turns,
+  bench/results/first_minute_ab/2026-12-07-0731): NumPy's draw holds the worker's GIL beside
+  the device's opening, while the helper draws on another core.
 * Only what the helper draws anyway: a host set, and a reference it may run
   (:func:`~.inputs_ahead.helper_reference`; a reference that uses torch, CuPy or JAX runs in
   the worker, :mod:`.device_modules`). The notebook pickles the functions and the worker
@@ -36,7 +40,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_ktune.backends import get_backend
 from jupyter_ktune.runner.device_modules import uses_device_arrays
 from jupyter_ktune.runner.inputs_ahead import draw_job, helper_reference
 from jupyter_ktune.spec import KernelSpec, line_functions
@@ -58,11 +61,6 @@ def send_first_set(worker: Any, backend: str, line: str, namespace: Mapping[str,
     """Notebook side, at a cell's start: have a cold ``worker`` draw the set its first run will
     need (returns whether it took the job). Never raises: a line the parse will refuse, an
     unpicklable function or a busy worker leave the run to draw its own set."""
-    try:
-        if not get_backend(backend).first_set_ahead:  # its opening is quicker than the helper
-            return False
-    except Exception:  # noqa: BLE001 - an unknown backend: the parse reports it
-        return False
     read = line_functions(line, namespace)
     if read is None:
         return False

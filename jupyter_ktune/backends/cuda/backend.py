@@ -108,7 +108,6 @@ class CudaBackend(BackendBase):
         "report is handed to the device worker, which loads its cubin where it is for the "
         "device's architecture (else NVRTC-compiles the variant) and times it")
     export_formats: ClassVar[tuple[str, ...]] = ("cpp", "kernel_tuner")  # constexpr header
-    first_set_ahead: ClassVar[bool] = False  # CuPy opens in 0.2-0.5 s: the worker draws sooner
 
     def check(self, spec: KernelSpec) -> None:
         """Host-side checks: the kernel exists, its template parameters are tunables, a grid."""
