@@ -87,7 +87,9 @@ def vector_add(mark) -> dict:  # noqa: ANN001
     c, a, b = (cupy.asarray(host[k]) for k in ("c", "a", "b"))
     cupy.cuda.runtime.deviceSynchronize()
     mark("inputs on the GPU")
-    kernel = cupy.RawModule(code=source, options=(f"-Dblock_size_x={VECTOR_ADD_BLOCK}",))
+    # not extern "C": the name is C++-mangled, looked up through NVRTC's name expressions
+    kernel = cupy.RawModule(code=source, options=(f"-Dblock_size_x={VECTOR_ADD_BLOCK}",),
+                            name_expressions=("vector_add",))
     function = kernel.get_function("vector_add")
     mark("NVRTC compile")
     n = int(host["n"])
@@ -101,6 +103,7 @@ def vector_add(mark) -> dict:  # noqa: ANN001
 
 
 KERNELS = {"fla-matmul": fla_matmul, "kt-vector-add": vector_add}
+NOT_MARKS = ("config", "kernel_ms", "ok", "block_size_x")  # what a row says beside its marks
 
 
 def child(kernel: str) -> None:
@@ -141,10 +144,15 @@ def main() -> int:
         print(i, json.dumps(rows[-1]), flush=True)
     print(f"\n{a.kernel}: the first number with no tool, median of {a.reps} fresh processes, "
           "seconds from the spawn")
-    for key in dict.fromkeys(k for r in rows for k in r):
-        vals = [r[key] for r in rows if isinstance(r.get(key), float)]
-        if vals:
-            print(f"  {key:28} {statistics.median(vals):7.3f}")
+    marks = [k for k in dict.fromkeys(k for r in rows for k in r)
+             if k not in NOT_MARKS and all(isinstance(r.get(k), float) for r in rows)]
+    print(f"  {'mark':34} {'at':>7} {'step':>7}")
+    for i, key in enumerate(marks):  # the step: since the mark before, per process, then median
+        at = statistics.median(r[key] for r in rows)
+        step = statistics.median(r[key] - (r[marks[i - 1]] if i else 0.0) for r in rows)
+        print(f"  {key:34} {at:7.3f} {step:7.3f}")
+    for key in ("kernel_ms", "ok"):
+        print(f"  {key:34} {[r.get(key) for r in rows]}")
     return 0 if all("error" not in r for r in rows) else 1
 
 
