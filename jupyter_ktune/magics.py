@@ -42,6 +42,7 @@ def warm_worker(line: str, cell: str = "",
     from jupyter_ktune.runner.client import get_worker
     from jupyter_ktune.runner.describe import open_device
     from jupyter_ktune.runner.first_set import send_first_set
+    from jupyter_ktune.runner.torch_warm import line_uses_torch
     from jupyter_ktune.session import quiet_prefetch
 
     CELL_STARTED.set()
@@ -58,7 +59,8 @@ def warm_worker(line: str, cell: str = "",
             worker = get_worker()
             if namespace is not None:  # a cold worker's helper draws the first set meanwhile
                 send_first_set(worker, backend, line, namespace)
-            open_device(worker, backend)
+            open_device(worker, backend,  # a cell whose functions use torch: warm it now
+                        torch_soon=namespace is not None and line_uses_torch(line, namespace))
 
     thread = threading.Thread(target=opening, name="ktune-warm-worker", daemon=True)
     thread.start()

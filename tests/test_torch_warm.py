@@ -154,3 +154,45 @@ def test_the_cuda_device_asks_for_the_warm_up_and_does_not_start_it(monkeypatch,
     device = CudaBackend().device()
     assert device.available and device.compute_capability == "9.0", device
     assert torch_interop.warm_asked() and asked == []
+
+
+@pytest.mark.parametrize("soon", [True, False], ids=["says torch", "says nothing"])
+def test_a_device_request_that_says_torch_starts_the_warm_up_as_the_device_opens(soon):
+    """A cell whose reference uses torch: its warm-up starts with the device's opening, not at
+    the first spec request a moment later, when the first run began beside torch's import
+    (Kernel Tuner's convolution on an H100: "device" 95 -> 661 ms)."""
+    with DeviceWorker() as w:
+        w.call(_arm)
+        w.device("fake", torch_soon=soon)
+        assert bool(w.call(_started)) is soon
+
+
+_FUNCTIONS = ("def inputs():\n    return dict(n=3)\n"
+              "def ref_numpy(x, y):\n    return x.copy()\n"
+              "def ref_torch(x, y):\n    import torch\n    return torch.as_tensor(x).numpy()\n")
+_LINE = "k --backend cuda --inputs inputs --reference {} --out y"
+
+
+def test_the_magic_line_says_whether_the_cell_uses_torch():
+    ns: dict = {}
+    exec(_FUNCTIONS, ns)
+    assert torch_warm.line_uses_torch(_LINE.format("ref_torch"), ns)
+    assert not torch_warm.line_uses_torch(_LINE.format("ref_numpy"), ns)
+    assert not torch_warm.line_uses_torch("k --backend cuda --out y", ns)  # no inputs function
+
+
+def test_a_cells_start_says_torch_with_its_device_request(monkeypatch):
+    from jupyter_ktune import magics
+    from jupyter_ktune.runner import client, describe, first_set
+
+    opened: list = []
+    monkeypatch.setattr(client, "get_worker", lambda: object())
+    monkeypatch.setattr(first_set, "send_first_set", lambda *a: False)
+    monkeypatch.setattr(describe, "open_device",
+                        lambda worker, backend, torch_soon=False: opened.append(torch_soon))
+    monkeypatch.setattr(magics, "start_compile_processes", lambda *a, **k: None)
+    ns: dict = {}
+    exec(_FUNCTIONS, ns)
+    for reference in ("ref_torch", "ref_numpy"):
+        magics.warm_worker(_LINE.format(reference), "", ns).join(10)
+    assert opened == [True, False]

@@ -322,9 +322,12 @@ class DeviceWorker:
             raise KtuneError(f"[ktune] the worker raised: {value}")
         return value
 
-    def device(self, backend: str = DEFAULT_BACKEND, timeout: float = 120.0) -> Any:
-        """DeviceInfo for ``backend`` as the worker sees it."""
-        kind, value = self.request(("device", backend), timeout)
+    def device(self, backend: str = DEFAULT_BACKEND, timeout: float = 120.0,
+               torch_soon: bool = False) -> Any:
+        """DeviceInfo for ``backend`` as the worker sees it; ``torch_soon``: the cell uses torch,
+        so the worker starts warming it as the device opens (:mod:`.torch_warm`)."""
+        kind, value = self.request(("device", backend, True) if torch_soon else
+                                   ("device", backend), timeout)
         if kind == "error":
             raise KtuneError(f"[ktune] device query failed: {value}")
         return value

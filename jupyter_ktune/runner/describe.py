@@ -75,13 +75,14 @@ def describe_in_worker(spec: KernelSpec, worker: Any = None,
     return value
 
 
-def open_device(worker: Any, backend: str) -> Any:
+def open_device(worker: Any, backend: str, torch_soon: bool = False) -> Any:
     """``worker.device(backend)``, its opening's parts (``DeviceInfo.opening_ms``) kept for the
     first result that waited for them (:func:`cold_phases`). The worker sends the parts only to
     the request that opened the device, and that is often one whose answer nobody reads: a
     ``%%kernel`` cell's start opens it on a thread (``magics.warm_worker``) while the cell is
-    parsed, and the parse's own request queues behind it."""
-    device = worker.device(backend)
+    parsed, and the parse's own request queues behind it. ``torch_soon``: the cell uses torch
+    (:func:`.torch_warm.line_uses_torch`)."""
+    device = worker.device(backend, torch_soon=True) if torch_soon else worker.device(backend)
     parts = getattr(device, "opening_ms", None)
     if parts:
         with _cold_lock:

@@ -13,8 +13,16 @@ and CUDA start: 1.3-2.5 s on an H100 host, against the issue's 2 s for a CUDA ce
 Now the backend only asks for the warm-up (``torch_interop.warm_when_idle``), and the worker
 starts it:
 
-- at once, when the cell's inputs function or reference names torch (:func:`for_spec`): the
-  worker imports torch for it anyway, and the warm-up's head start overlaps the rest;
+- at once, when the cell's inputs function or reference names torch: the worker imports torch
+  for it anyway, and the warm-up's head start overlaps the rest. The notebook reads those
+  functions off the magic line at the cell's start (:func:`line_uses_torch`) and says so with
+  its device request, so the warm-up starts as the device opens (:func:`start_asked`), as it
+  did for every CUDA cell before: started at the first spec request instead, a fraction of a
+  second later, Kernel Tuner's convolution (torch's ``conv2d`` reference) began its first run
+  beside torch's import, and its "device" phase read 661 ms against 95 ms, verify 265 against
+  35 ms (an H100, bench/results/first_minute_ab/2026-12-07-0731). The first spec request
+  (:func:`for_spec`) still starts it for a spec whose functions were not on a line (a panel
+  of a spec built in code);
 - otherwise once the worker has sat :data:`IDLE_S` without a request (:func:`after_reply`): a
   notebook opened and read, a panel left alone; never between a sweep's requests.
 """
@@ -39,21 +47,41 @@ def _asked() -> Any:
     return interop if interop is not None and interop.warm_asked() else None
 
 
-def for_spec(spec: Any) -> bool:
-    """Start the asked-for warm-up now where ``spec``'s inputs function or reference uses torch
-    (or cannot be read: a callable object). Whether it was started."""
+def uses_torch(*fns: Any) -> bool:
+    """Whether any of ``fns`` (None skipped) uses torch, or cannot be read (a callable object:
+    taken as torch's)."""
+    from jupyter_ktune.runner.device_modules import device_modules
+
+    found = [device_modules(f) for f in fns if f is not None]
+    return any(f is None or "torch" in f for f in found)
+
+
+def line_uses_torch(line: str, namespace: Any) -> bool:
+    """Notebook side, at a cell's start: whether the inputs function or reference the magic
+    line names uses torch (False for a line the parse will refuse: it says why)."""
+    from jupyter_ktune.spec import line_functions
+
+    read = line_functions(line, namespace)
+    return read is not None and uses_torch(read[0], read[1])
+
+
+def start_asked() -> bool:
+    """Start the asked-for warm-up now (the notebook said the cell uses torch). Whether it was
+    started."""
     interop = _asked()
     if interop is None:
         return False
-    from jupyter_ktune.runner.device_modules import device_modules
-
-    fns = [f for f in (getattr(spec, "inputs", None), getattr(spec, "reference", None))
-           if f is not None]
-    found = [device_modules(f) for f in fns]  # None: no code to read, taken as torch's
-    if not any(f is None or "torch" in f for f in found):
-        return False
     interop.start_warming()
     return True
+
+
+def for_spec(spec: Any) -> bool:
+    """Start the asked-for warm-up now where ``spec``'s inputs function or reference uses torch
+    (or cannot be read: a callable object). Whether it was started."""
+    if _asked() is None or not uses_torch(getattr(spec, "inputs", None),
+                                          getattr(spec, "reference", None)):
+        return False
+    return start_asked()
 
 
 def after_reply(kind: str, conn: Any) -> bool:

@@ -10,7 +10,8 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("compile", spec, config)`` -> RunResult (static report, kernel loaded and cached; not run)
 * ``("profile", spec, config, lines)`` -> Breakdown (scopes; with ``lines``, ncu's per-line
   stall samples)
-* ``("device", backend)`` -> DeviceInfo
+* ``("device", backend[, torch_soon])`` -> DeviceInfo (``torch_soon``: the cell uses torch,
+  start the asked-for warm-up now, :mod:`.torch_warm`)
 * ``("describe", spec)`` -> what the backend reads from the cell's module at parse (a Triton
   cell's ``@triton.autotune`` list), as plain data; the module stays loaded for the run, so the
   kernel's package is imported once (``runner.describe``)
@@ -116,6 +117,8 @@ def _handle(msg: tuple) -> tuple:
     if kind == "device":
         info = _device(msg[1], device_info)
         _OPENED.add(msg[1])
+        if len(msg) > 2 and msg[2]:  # the cell uses torch: its warm-up starts with the device
+            torch_warm.start_asked()
         return ("ok", info)
     if kind == "first_set":
         from jupyter_ktune.runner.input_sets import draw_first
