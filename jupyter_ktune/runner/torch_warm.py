@@ -58,11 +58,15 @@ def uses_torch(*fns: Any) -> bool:
 
 def line_uses_torch(line: str, namespace: Any) -> bool:
     """Notebook side, at a cell's start: whether the inputs function or reference the magic
-    line names uses torch (False for a line the parse will refuse: it says why)."""
+    line names uses torch. Never raises: False for a line the parse will refuse (it says why)
+    or functions that cannot be read, and the device opens as it would without the flag."""
     from jupyter_ktune.spec import line_functions
 
-    read = line_functions(line, namespace)
-    return read is not None and uses_torch(read[0], read[1])
+    try:
+        read = line_functions(line, namespace)
+        return read is not None and uses_torch(read[0], read[1])
+    except Exception:  # noqa: BLE001 - a hint only: the cell's own run reports what is wrong
+        return False
 
 
 def start_asked() -> bool:
