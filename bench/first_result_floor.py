@@ -8,9 +8,10 @@ Each rep is a fresh interpreter with empty Triton and CuPy caches, timed from it
 Python's bytecode as a pip install leaves it (an untimed first process fills it, as
 ``first_minute_ab.py --bytecode`` does). Marks, in seconds from the spawn:
 
-* ``fla-matmul``: torch, Triton and fla's module imported; the cell's inputs made on the GPU
-  (torch's CUDA start); the JIT's compile and first launch of the kernel's first autotune
-  config, synchronized; a second launch timed with CUDA events; a check against torch.
+* ``fla-matmul``: torch, Triton and fla's module imported; the cell's inputs drawn by its own
+  inputs function (NumPy, ``first_minute_cells``) and copied to the GPU (torch's CUDA start);
+  the JIT's compile and first launch of the kernel's first autotune config, synchronized; a
+  second launch timed with CUDA events; a check against torch.
 * ``kt-vector-add``: CuPy imported; the cell's inputs drawn (NumPy, 10 M each) and copied to the
   GPU (the context's start); NVRTC's compile of Kernel Tuner's ``vector_add.cu``; a launch,
   synchronized; the sum copied back and checked.
@@ -46,21 +47,21 @@ def fla_matmul(mark) -> dict:  # noqa: ANN001 - mark(label) records the time sin
     importlib.import_module("fla.ops.utils.matmul")
     module = sys.modules["fla.ops.utils.matmul"]  # the package's function shadows the module
     mark("import fla's module")
-    n = 4096
-    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    b = torch.randn_like(a)
-    c = torch.empty_like(a)
+    import numpy as np
+    from first_minute_cells import fla_matmul_inputs
+
+    host = fla_matmul_inputs()  # the cell's own inputs: the arguments as fla passes them
+    mark("inputs drawn (NumPy)")
+    args = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+            for k, v in host.items()}
     torch.cuda.synchronize()
     mark("inputs on the GPU")
     tuner = module.matmul_kernel
     while not hasattr(tuner, "configs"):  # @heuristics over @autotune over the JIT function
         tuner = tuner.fn
     config = {k: v for k, v in tuner.configs[0].all_kwargs().items() if v is not None}
-    grid = (1, triton.cdiv(n, config["BM"]), triton.cdiv(n, config["BN"]))
-    args = dict(a=a, b=b, c=c, input=None, alpha=None, beta=None, M=n, N=n, K=n, stride_ab=0,
-                stride_am=n, stride_ak=1, stride_bk=n, stride_bn=1, stride_cb=0, stride_cm=n,
-                stride_cn=1, ACTIVATION="", HAS_INPUT=False, HAS_ALPHA=False, HAS_BETA=False,
-                ALLOW_TF32=False, X_DIM=1, **config)
+    grid = (1, triton.cdiv(host["M"], config["BM"]), triton.cdiv(host["N"], config["BN"]))
+    args.update(HAS_ALPHA=False, HAS_BETA=False, **config)  # the heuristics' values: no alpha, beta
     tuner.fn[grid](**args)
     torch.cuda.synchronize()
     mark("compile + first launch")
@@ -70,6 +71,7 @@ def fla_matmul(mark) -> dict:  # noqa: ANN001 - mark(label) records the time sin
     end.record()
     torch.cuda.synchronize()
     mark("second launch")
+    a, b, c = args["a"], args["b"], args["c"]
     ok = bool(torch.allclose(c.float(), a.float() @ b.float(), atol=0.5, rtol=1e-2))
     mark("check")
     return {"config": str(tuner.configs[0]), "kernel_ms": start.elapsed_time(end), "ok": ok}
