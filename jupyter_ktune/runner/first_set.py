@@ -28,9 +28,12 @@ The rules:
   worker's first run): the functions and outputs of the spec it runs pickle to the very bytes
   sent at the start (a function rebound since, a closure or a global changed, another cell:
   not the same bytes, not taken). One claim per job: any other run leaves it.
-* The run takes the set only if it is back already and drawn at most ``AHEAD_MAX_AGE_S`` ago;
-  otherwise it draws its own, as before, and the helper's set is dropped when the next one
-  starts. The run checks it as any other set (``checked_inputs``).
+* The run takes the set if it was drawn at most ``AHEAD_MAX_AGE_S`` ago, waiting for it when
+  the helper is still drawing it (``input_sets.first_set_waits``): the helper began first, and
+  a second draw in the worker beside it only doubled the CPU work (Kernel Tuner's vector add:
+  2.48 s against 2.66 s to the first result, median of 5 in turns on an H100,
+  bench/results/first_minute_ab/2026-12-07-0900). An older set is dropped and the run draws
+  its own. The run checks it as any other set (``checked_inputs``).
 """
 
 from __future__ import annotations

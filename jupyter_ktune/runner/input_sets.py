@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,20 @@ _last_inputs: dict[str, dict[str, Any]] = {}  # one input set kept, with its ref
 REDRAW_EVERY = 8  # new variants checked on one random input set before fresh inputs are drawn
 AHEAD_MAX_AGE_S = 120.0  # a sweep starts on a set drawn ahead this recently (prepare_inputs)
 _ahead = InputsAhead()  # the next input set, drawn in a helper process (see inputs_ahead)
+#: "0": a cell's first run draws its own set when the one the helper draws for it is not back
+#: yet, instead of waiting for it (to compare, ``bench/first_minute_ab.py --base-env``)
+FIRST_SET_WAIT_ENV = "KTUNE_FIRST_SET_WAIT"
+
+
+def first_set_waits() -> bool:
+    """Whether a cell's first run waits for the set the helper is drawing for it.
+
+    The helper began that draw at the cell's start, before the run could (:mod:`.first_set`),
+    so it is ahead; a second draw of the same set in the worker only doubles the CPU work while
+    both run: Kernel Tuner's vector add's two 10 M fp32 vectors took 0.66-0.79 s in each of
+    the two processes drawing them at once, 0.37 s in a process alone (an H100 host,
+    bench/results/first_result_floor)."""
+    return os.environ.get(FIRST_SET_WAIT_ENV, "1") != "0"
 
 
 def last_set(io: str) -> dict[str, Any] | None:
@@ -76,9 +91,9 @@ def checked_inputs(spec: KernelSpec, config: Config,
 def draw_inputs(spec: KernelSpec, config: Config, io: str, wait: bool = True
                 ) -> dict[str, Any]:
     """A fresh input set: the one drawn ahead for ``io`` if there is one (unless ``wait`` is
-    False and it is not back yet: a cell's first set, :mod:`.first_set`), else drawn now. When
-    the set is host-only, the next one is started in the helper process at once, with the
-    reference run there too unless it uses a device array API (issue 21).
+    False and it is not back yet: a cell's first set with :func:`first_set_waits` off), else
+    drawn now. When the set is host-only, the next one is started in the helper process at
+    once, with the reference run there too unless it uses a device array API (issue 21).
 
     Returns {"args", "expected" (None: not computed yet), "uses", "reference_ms"}."""
     drawn = _ahead.take_set(io) if wait or _ahead.ready(io) else None
@@ -138,7 +153,7 @@ def current_set(spec: KernelSpec, config: Config, io: str, reused: bool) -> dict
         stale = False
     if current is None or stale:
         phases.enter(phases.inputs(spec.inputs))
-        current = draw_inputs(spec, config, io, wait=current is not None)
+        current = draw_inputs(spec, config, io, wait=current is not None or first_set_waits())
         _last_inputs.clear()
         _last_inputs[io] = current
     return current
