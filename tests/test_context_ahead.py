@@ -162,3 +162,51 @@ def test_a_triton_worker_starts_the_utilities_build_before_torchs_import(fresh, 
     fresh.setattr(tb.Opening, "imports", first_import)
     tb.TritonBackend()._device  # noqa: B018 - the opening itself
     assert calls == seen
+
+
+@pytest.mark.parametrize("interpreting", [False, True])
+def test_a_triton_worker_hashes_tritons_cache_key_beside_torchs_import(fresh, interpreting):
+    """On a GPU the cache key's thread starts before the imports (here they fail at once, so
+    only a thread started before them runs): after torch's import, it held the first config's
+    compile 0.5-0.8 s (bench/results/first_minute_ab/2026-12-07-0900). The interpreter never
+    compiles through Triton's cache, so it never starts it."""
+    import jupyter_ktune.backends.triton.backend as tb
+
+    hashed = threading.Event()
+    fresh.setattr(context_ahead, "start_in_worker", lambda: None)
+    fresh.setattr(tb.utils_ahead, "start_in_worker", lambda: None)
+    fresh.setattr(tb, "warm_cache_key", hashed.set)
+    fresh.setattr(tb, "choose_mode", lambda: interpreting)
+
+    def first_import(self, *names):
+        raise ImportError("stop here", name="triton")
+
+    fresh.setattr(tb.Opening, "imports", first_import)
+    assert not tb.TritonBackend()._device.available  # noqa: SLF001 - the opening itself
+    assert hashed.wait(5.0) is not interpreting
+
+
+def test_one_thread_hashes_tritons_installation_at_a_time(fresh):
+    """Triton's ``lru_cache`` does not lock: threads that asked at once each hashed the whole
+    installation. ``warm_cache_key`` lets one hash while the others wait."""
+    import time
+    import types
+
+    from jupyter_ktune.backends.triton import jit_warm
+
+    inside, most = [0], [0]
+
+    def triton_key():
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        inside[0] -= 1
+        return "key"
+
+    fresh.setitem(sys.modules, "triton.runtime.cache", types.SimpleNamespace(triton_key=triton_key))
+    threads = [threading.Thread(target=jit_warm.warm_cache_key) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1

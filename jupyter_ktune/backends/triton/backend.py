@@ -131,6 +131,12 @@ class TritonBackend(TritonFacts):
         if not choose_mode():  # the mode first: triton's import reads TRITON_INTERPRET
             context_ahead.start_in_worker()  # the driver and the context, beside the imports
             utils_ahead.start_in_worker()  # and Triton's driver utilities, on a cold cache
+            # and Triton's cache key (a hash of its installation, imported for it: triton
+            # needs no torch), which the first config's compile waits for: started after
+            # torch's import, it held that compile 0.5-0.8 s on an H100 host
+            # (bench/results/first_minute_ab/2026-12-07-0900, fla's sampled cell)
+            threading.Thread(target=warm_cache_key, name="ktune-triton-key",
+                             daemon=True).start()
         try:
             torch, triton = opened.imports("torch", "triton")
         except ImportError as exc:
@@ -142,9 +148,6 @@ class TritonBackend(TritonFacts):
                               opening_ms=opened.done())
         from jupyter_ktune.measure.clocks import driver_version
 
-        # the worker's first JIT lookup would hash Triton's installation (0.3 s) on the first
-        # config's clock: hash it beside the device's opening instead
-        threading.Thread(target=warm_cache_key, name="ktune-triton-key", daemon=True).start()
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
         limits = {"SMEM_PER_BLOCK": int(getattr(p, "shared_memory_per_block_optin", 232448)),
                   "SMEM_PER_SM": int(getattr(p, "shared_memory_per_multiprocessor", 233472)),
@@ -349,6 +352,7 @@ class TritonBackend(TritonFacts):
     def _make_timer(self, limits: Mapping[str, int]) -> Any:
         if self.interpret:
             return HostClock(INTERPRETER_TIMER, "no GPU: the Triton interpreter runs on the host")
+        warm_cache_key()  # its kernels' compiles wait for the key thread's hash
         return TorchTimer(max(256 << 20, 4 * limits.get("L2_BYTES", 0)),
                           limits.get("SM_COUNT", 132)).warmed()
 

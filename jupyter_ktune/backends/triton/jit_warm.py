@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +149,7 @@ def warm_compile(fn: Any, launch: Mapping[str, Any], arch: str) -> Any:
     if not isinstance(jit, JITFunction) or not hasattr(jit, "warmup"):
         raise WarmUnavailable("not a JITFunction with warmup (the interpreter's wrapper?)")
     kwargs = placeholders(launch)
+    warm_cache_key()  # the key first: hashed by another thread, waited for, not hashed again
     with compiling_for(arch):
         try:
             kernel = jit.warmup(grid=(1,), **kwargs)
@@ -208,6 +210,9 @@ def _is_compile_error(exc: BaseException) -> bool:
     return False
 
 
+_key_lock = threading.Lock()  # one thread hashes Triton's installation; the others wait
+
+
 def warm_cache_key() -> bool:
     """Hash Triton's installation for its cache key now, not inside a process's first compile.
 
@@ -220,11 +225,18 @@ def warm_cache_key() -> bool:
     (bench/results/corpus_vs_autotune/2026-12-01-1911 against -1919): there the first
     compile's time is mostly Triton 3.6's launcher build (gcc, 0.2 s, run 1927).
     False where this Triton has no such function.
+
+    One caller hashes at a time: Triton's ``functools.lru_cache`` does not lock, so threads
+    that asked at once each hashed the whole installation beside the others (the key thread,
+    the timer's build and the first config's build of a fresh worker: 0.5-0.8 s of that
+    compile's wait on an H100 host, bench/results/first_minute_ab/2026-12-07-0900). A second
+    caller now waits for the first's hash and finds it cached.
     """
     import importlib
 
-    for where in ("triton.runtime.cache", "triton.compiler.compiler"):
-        with contextlib.suppress(ImportError, AttributeError):
-            importlib.import_module(where).triton_key()
-            return True
+    with _key_lock:
+        for where in ("triton.runtime.cache", "triton.compiler.compiler"):
+            with contextlib.suppress(ImportError, AttributeError):
+                importlib.import_module(where).triton_key()
+                return True
     return False
