@@ -95,7 +95,8 @@ def after_reply(kind: str, conn: Any) -> bool:
 
     Not after a run's reply at once: Autotune pressed at the first result then swept while
     torch imported, and its first result came 1.74 s after the press against 0.68 s before
-    (Kernel Tuner's vector add on an H100, bench/results/first_minute_ab/2026-12-07-0433)."""
+    (Kernel Tuner's vector add on an H100,
+    d1330a7:bench/results/first_minute_ab/2026-12-07-0433)."""
     interop = _asked()
     if interop is None or conn.poll(IDLE_S):
         return False
