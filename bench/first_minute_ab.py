@@ -2,7 +2,9 @@
 
 Hosts differ (torch's import took 2.4 s on one H100 host and 3.1-3.7 s on others), so a change
 to the first minute is measured against the tree before it on the same machine, in turns:
-``base, new, base, new, ...``, each side a fresh interpreter with empty caches, as
+``base, new, new, base, base, new, ...`` (a side's place in its pair alternates, so whatever
+the first of a pair leaves behind, processes still exiting or a warmer page cache, does not
+fall on one side), each side a fresh interpreter with empty caches, as
 ``first_minute.py`` spawns them (its ``--side notebook NAME``: the cell's first result, then
 Autotune pressed at once). Every figure counts from the process's spawn or the cell's start;
 nothing is set apart.
@@ -23,7 +25,10 @@ pay that. Such a side runs with ``PYTHONDONTWRITEBYTECODE`` unset and ``PYTHONPY
 set to one folder, which an untimed first process of that side fills; its other caches stay
 empty. ``--opened S`` adds, in each rep, a notebook opened S s before its cells run (its
 backends sent at the kernel's start, as the labextension does). Prints one JSON row per run,
-then the medians side by side. ``--sample DIR`` then runs the new tree's first cell once more
+then the medians side by side and, for the first result and Autotune's, the pairs: the
+median of new - base over the reps (each rep's two sides ran back to back) and in how many
+pairs new was lower, which a drift of the host over the run moves less than the medians.
+``--sample DIR`` then runs the new tree's first cell once more
 with every thread of every process sampled (``bench/sampler``) and prints where each thread
 spent the time (``bench/thread_timeline.py``): the phases say how long, the timeline says what
 ran beside them.
@@ -42,6 +47,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+SIDES = ("base", "new")
+PAIRED = ("first_result_s", "autotune_first_ok_s")  # the pair statistics printed for these
 PHASES = ("torch import", "device context", "triton device request", "kernel module import",
           "cupy import", "cuda device request", "inputs", "reference", "compile", "verify")
 
@@ -100,6 +107,23 @@ def summary(row: dict) -> dict:
             **{f"cell: {k} s": v for k, v in (row.get("inside_cell_s") or {}).items()}}
 
 
+def side_order(rep: int) -> tuple[str, ...]:
+    """The sides of rep ``rep`` in the order they run: base first on even reps, new first on
+    odd ones."""
+    return SIDES if rep % 2 == 0 else SIDES[::-1]
+
+
+def paired(base: list[dict], new: list[dict], key: str) -> tuple[float, int, int] | None:
+    """Over the reps where both sides have a number for ``key`` (row ``i`` of each is rep
+    ``i``): the median of new - base, how many pairs had new lower, and how many pairs.
+    None: no such pair."""
+    diffs = [n[key] - b[key] for b, n in zip(base, new, strict=False)
+             if isinstance(b.get(key), (int, float)) and isinstance(n.get(key), (int, float))]
+    if not diffs:
+        return None
+    return statistics.median(diffs), sum(d < 0 for d in diffs), len(diffs)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", type=Path, required=True, help="checkout of the earlier tree")
@@ -134,7 +158,8 @@ def main() -> int:
     got: dict[tuple[str, str], list[dict]] = {}
     for i in range(a.reps):
         for arm, opened in arms:
-            for side, tree in (("base", a.base), ("new", HERE)):
+            for side in side_order(i):
+                tree = a.base if side == "base" else HERE
                 ran = run_side(tree, a.kernel, opened, pyc[side], not a.cell_only,
                                base_env if side == "base" else None)
                 row = summary(ran) if "error" not in ran else ran
@@ -143,7 +168,8 @@ def main() -> int:
     keys = list(dict.fromkeys(k for rows in got.values() for r in rows for k in r
                               if k not in ("inputs_ready", "error")))
     for arm, _ in arms:
-        print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each, interleaved"
+        print(f"\n{a.kernel}, {arm}: median of {a.reps} fresh processes each,"
+              " interleaved, the order alternating"
               f" (base {a.base}{''.join(f' {k}={v}' for k, v in base_env.items())},"
               f" bytecode {'yes' if pyc['base'] else 'as the host is'};"
               f" new {HERE}, bytecode {'yes' if pyc['new'] else 'as the host is'})")
@@ -154,6 +180,12 @@ def main() -> int:
                 v = [r[k] for r in got[(arm, side)] if isinstance(r.get(k), (int, float))]
                 cells.append(f"{statistics.median(v):9.3f}" if v else f"{'-':>9}")
             print(f"{k:28} {cells[0]} {cells[1]}")
+        for k in PAIRED:
+            pairs = paired(got[(arm, "base")], got[(arm, "new")], k)
+            if pairs is not None:
+                diff, lower, n = pairs
+                print(f"{k}: new - base, median over the pairs {diff:+.3f} s;"
+                      f" new lower in {lower} of {n}")
     if a.sample is not None:
         sampled(a.kernel, a.sample, pyc["new"], not a.cell_only)
     return 0
