@@ -299,3 +299,31 @@ def test_a_fresh_workers_input_helper_is_up_before_any_set_is_asked():
         while not w.call(input_sets.helper_running, timeout=10) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert w.call(input_sets.helper_running, timeout=10)
+
+
+def test_an_inputs_function_that_fails_in_the_helper_fails_the_run_in_one_line(tmp_path):
+    """The first run waits for the helper's set; when the inputs function raised there, the
+    run draws in place and reports the error as any run does: one line naming the function,
+    no traceback, no hang."""
+    log = tmp_path / "calls"
+
+    def inputs():
+        import os
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(0.5)  # still drawing when the run asks
+        raise ValueError("size must be positive")
+
+    def reference(x, y, n):
+        return 2 * x
+
+    ns = {"inputs": inputs, "reference": reference}
+    with DeviceWorker() as w:
+        assert send_first_set(w, "fake", LINE, ns)
+        w.device("fake")
+        spec = parse_cell(LINE, SRC, ns)
+        result = w.run(spec, spec.space.default())
+        assert result.status is not Status.OK
+        assert "inputs() raised ValueError: size must be positive" in result.reason
+        assert "Traceback" not in result.reason
+        assert w.pid in _pids(log, 2)  # drawn in place once the helper's draw had failed
