@@ -210,3 +210,19 @@ def test_one_thread_hashes_tritons_installation_at_a_time(fresh):
     for t in threads:
         t.join()
     assert most[0] == 1
+
+
+def test_a_failing_cache_key_is_no_error_on_its_thread(fresh):
+    """A Triton that fails to hash (or to import) makes ``warm_cache_key`` say False: on the key
+    thread an exception would only print a traceback into the worker's log; the compile that
+    needs the key raises it again, where it is reported."""
+    import types
+
+    from jupyter_ktune.backends.triton import jit_warm
+
+    def broken():
+        raise OSError("libtriton.so: cannot open shared object file")
+
+    fresh.setitem(sys.modules, "triton.runtime.cache", types.SimpleNamespace(triton_key=broken))
+    fresh.setitem(sys.modules, "triton.compiler.compiler", types.SimpleNamespace())
+    assert jit_warm.warm_cache_key() is False

@@ -224,7 +224,7 @@ def warm_cache_key() -> bool:
     it instead. On the H200 the corpus bench's small sweeps did not get shorter with it
     (bench/results/corpus_vs_autotune/2026-12-01-1911 against -1919): there the first
     compile's time is mostly Triton 3.6's launcher build (gcc, 0.2 s, run 1927).
-    False where this Triton has no such function.
+    False where this Triton has no such function, or where it fails.
 
     One caller hashes at a time: Triton's ``functools.lru_cache`` does not lock, so threads
     that asked at once each hashed the whole installation beside the others (the key thread,
@@ -236,7 +236,9 @@ def warm_cache_key() -> bool:
 
     with _key_lock:
         for where in ("triton.runtime.cache", "triton.compiler.compiler"):
-            with contextlib.suppress(ImportError, AttributeError):
+            # any failure: on the key thread it would print a traceback in the worker's log,
+            # and the compile that needs the key raises it again where it is reported
+            with contextlib.suppress(Exception):
                 importlib.import_module(where).triton_key()
                 return True
     return False
