@@ -18,9 +18,9 @@ def test_the_triton_timers_hold_compiles_with_a_volatile_gate_and_a_timeout(monk
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # as every ktune process sets it
     from jupyter_ktune.backends.triton.module import load_module
     from jupyter_ktune.backends.triton.static import aot_compile
-    from jupyter_ktune.backends.triton.timer import _TIMER_SOURCE
+    from jupyter_ktune.backends.triton.timer import TIMER_SOURCE
 
-    mod = load_module(_TIMER_SOURCE, "timer")
+    mod = load_module(TIMER_SOURCE, "timer")
     hold = aot_compile(mod.ktune_hold, {"gate": "*i32", "timeouts": "*i32", "epoch": "i32"},
                        {"MAX_NS": 100_000_000}, {"gate", "timeouts"}, {"num_warps": 1}, "sm_90")
     ptx = hold.asm["ptx"]

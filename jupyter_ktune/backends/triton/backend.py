@@ -38,7 +38,7 @@ from jupyter_ktune.backends.gpu_ceilings import measure_ceilings
 from jupyter_ktune.backends.opening import Opening
 from jupyter_ktune.backends.timer_slot import TimerSlot
 from jupyter_ktune.backends.torch_interop import start_warming
-from jupyter_ktune.backends.triton import direct_launch, jit_warm, utils_ahead
+from jupyter_ktune.backends.triton import direct_launch, jit_warm, timer_ahead, utils_ahead
 from jupyter_ktune.backends.triton import static as ts
 from jupyter_ktune.backends.triton.argument_types import Hints, argument_types, light
 from jupyter_ktune.backends.triton.cell import LAUNCH_OPTIONS, check_cell
@@ -70,7 +70,7 @@ from jupyter_ktune.backends.triton.module import (
 )
 from jupyter_ktune.backends.triton.options import check_launch_options
 from jupyter_ktune.backends.triton.profile import profile_triton
-from jupyter_ktune.backends.triton.timer import TorchTimer
+from jupyter_ktune.backends.triton.timer import TorchTimer, flush_bytes
 from jupyter_ktune.compiler_controls import rename_python, with_name_prefix
 from jupyter_ktune.errors import CellError, CompileFailure
 from jupyter_ktune.lean_import import cell_packages, load_leanly
@@ -131,10 +131,9 @@ class TritonBackend(TritonFacts):
         if not choose_mode():  # the mode first: triton's import reads TRITON_INTERPRET
             context_ahead.start_in_worker()  # the driver and the context, beside the imports
             utils_ahead.start_in_worker()  # and Triton's driver utilities, on a cold cache
-            # and Triton's cache key (a hash of its installation, imported for it: triton
-            # needs no torch), which the first config's compile waits for: started after
-            # torch's import, it held that compile 0.5-0.8 s on an H100 host
-            # (bench/results/first_minute_ab/2026-12-07-0900, fla's sampled cell)
+            timer_ahead.start_in_worker()  # and the timer's kernels, on a cold cache
+            # and Triton's cache key, which the first config's compile waits for (triton needs
+            # no torch; after torch's import it held that compile 0.5-0.8 s, jit_warm's text)
             threading.Thread(target=warm_cache_key, name="ktune-triton-key",
                              daemon=True).start()
         try:
@@ -352,8 +351,9 @@ class TritonBackend(TritonFacts):
     def _make_timer(self, limits: Mapping[str, int]) -> Any:
         if self.interpret:
             return HostClock(INTERPRETER_TIMER, "no GPU: the Triton interpreter runs on the host")
-        warm_cache_key()  # its kernels' compiles wait for the key thread's hash
-        return TorchTimer(max(256 << 20, 4 * limits.get("L2_BYTES", 0)),
+        timer_ahead.wait_built()  # its kernels compiled in a subprocess: found in the cache
+        warm_cache_key()  # else their compiles wait for the key thread's hash
+        return TorchTimer(flush_bytes(limits.get("L2_BYTES", 0)),
                           limits.get("SM_COUNT", 132)).warmed()
 
     def is_fatal(self, exc: BaseException) -> bool:

@@ -108,9 +108,41 @@ def compiling_for(arch: str) -> Iterator[None]:
             driver._active = None  # noqa: SLF001 - back to "not chosen yet", as we found it
 
 
+class TorchDtypeName:
+    """A torch dtype by name, for a process that has no torch (:mod:`.timer_ahead` keeps it
+    out: its import is what the process runs beside). Triton specialises a tensor argument by
+    the text of its dtype, ``torch.int32``, so a ``MockTensor`` of this compiles and keys as one
+    of ``torch.int32`` would (tests/test_timer_ahead.py checks the cache entry is the same)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+    __repr__ = __str__
+
+    def __hash__(self) -> int:
+        return hash(("torch dtype", self.name))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TorchDtypeName) and other.name == self.name
+
+
+def _dtype(name: str) -> Any:
+    try:
+        import torch
+    except ImportError:  # kept out of this process, or not installed
+        return TorchDtypeName(name)
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        raise WarmUnavailable(f"torch has no dtype {name}")
+    return dtype
+
+
 def placeholders(launch: Mapping[str, Any]) -> dict[str, Any]:
-    """The launch arguments with each ArrayPlaceholder as Triton's ``MockTensor``."""
-    import torch
+    """The launch arguments with each ArrayPlaceholder as Triton's ``MockTensor`` (of torch's
+    dtype, or of a :class:`TorchDtypeName` where torch cannot be imported)."""
     from triton.runtime.jit import MockTensor
 
     from jupyter_ktune.backends.triton.config_arguments import DescriptorPlaceholder
@@ -118,15 +150,9 @@ def placeholders(launch: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in launch.items():
         if isinstance(v, DescriptorPlaceholder):
-            dtype = getattr(torch, v.dtype, None)
-            if dtype is None:
-                raise WarmUnavailable(f"torch has no dtype {v.dtype}")
-            v = v.build(MockTensor(dtype, list(v.shape)))
+            v = v.build(MockTensor(_dtype(v.dtype), list(v.shape)))
         elif isinstance(v, ArrayPlaceholder):
-            dtype = getattr(torch, v.dtype, None)
-            if dtype is None:
-                raise WarmUnavailable(f"torch has no dtype {v.dtype}")
-            v = MockTensor(dtype)
+            v = MockTensor(_dtype(v.dtype))
         out[k] = v
     return out
 

@@ -37,11 +37,18 @@ def choose_mode() -> bool:
     """
     if "triton" not in sys.modules and not _gpu_visible():
         os.environ["TRITON_INTERPRET"] = "1"
-    # Triton 3.9 warns that its fp-fusion default will change; keep 3.6's behaviour (enabled).
-    # Every ktune process that compiles Triton (the worker, each compile-pool process) comes
-    # here first, so their compiles agree and the pool's builds stay cache hits for the worker.
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    compile_settings()
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def compile_settings() -> None:
+    """The settings every ktune process that compiles Triton takes before importing it.
+
+    Triton 3.9 warns that its fp-fusion default will change; keep 3.6's behaviour (enabled).
+    The worker, each compile-pool process and the timer's subprocess (:mod:`.timer_ahead`) come
+    here first, so their compiles agree and one's builds are cache hits for the others.
+    """
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 
 def fp_fusion(triton: Any) -> str:

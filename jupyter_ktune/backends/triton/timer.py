@@ -11,7 +11,7 @@ from jupyter_ktune.backends.triton.module import load_module
 
 # The flush READS 256 MiB (a write leaves dirty lines whose write-back lands in the timed kernel,
 # bench/results/foundation-timing.md); named like the CUDA one so CUPTI records skip it.
-_TIMER_SOURCE = '''
+TIMER_SOURCE = '''
 @triton.jit
 def ktune_l2_flush(buf, n, sink, BLOCK: tl.constexpr):
     acc = tl.zeros((BLOCK,), dtype=tl.int32)
@@ -48,6 +48,40 @@ def ktune_hold(gate, timeouts, epoch, MAX_NS: tl.constexpr):
 '''
 
 
+FLUSH_BLOCK, FLUSH_WARPS, HOLD_WARPS = 4096, 8, 1
+
+
+def flush_bytes(l2_bytes: int) -> int:
+    """How much the L2 flush reads: four L2s, at least 256 MiB."""
+    return max(256 << 20, 4 * l2_bytes)
+
+
+def launch_arguments(buf: Any, sink: Any, gate: Any, timeouts: Any,
+                     flush_words: int) -> dict[str, dict[str, Any]]:
+    """Each timer kernel's launch arguments (its int32 arrays given; the hold's epoch is 1).
+
+    The timer's launches and :mod:`.timer_ahead`'s compiles (every array a dtype placeholder)
+    both take them from here, so that the compile ahead specialises as the launch will and the
+    launch finds it in Triton's cache. Each array is an allocation of its own, 16-byte aligned
+    as a placeholder is taken to be: the hold's counter was a view 4 bytes into the gate's
+    allocation, which specialises otherwise and would compile again.
+    """
+    from jupyter_ktune.measure.held_runs import HOLD_MAX_NS
+
+    return {"ktune_l2_flush": {"buf": buf, "n": flush_words, "sink": sink,
+                               "BLOCK": FLUSH_BLOCK, "num_warps": FLUSH_WARPS},
+            "ktune_empty": {"sink": sink},
+            "ktune_hold": {"gate": gate, "timeouts": timeouts, "epoch": 1,
+                           "MAX_NS": HOLD_MAX_NS, "num_warps": HOLD_WARPS}}
+
+
+def timer_arrays(torch: Any, flush_bytes: int, device: str = "cuda") -> tuple[Any, ...]:
+    """The timer's int32 arrays: the flush's buffer, the sink, the hold's gate word and its
+    timeout counter, each an allocation of its own (see :func:`launch_arguments`)."""
+    return (torch.zeros(flush_bytes // 4, dtype=torch.int32, device=device),
+            *(torch.zeros(1, dtype=torch.int32, device=device) for _ in range(3)))
+
+
 class TorchTimer:
     """DeviceTimer over torch CUDA events on the current stream, with a read-only L2 flush."""
 
@@ -58,15 +92,14 @@ class TorchTimer:
 
         self._torch = torch
         self.l2_flush_bytes = flush_bytes
-        self._buf = torch.zeros(flush_bytes // 4, dtype=torch.int32, device="cuda")
-        self._sink = torch.zeros(1, dtype=torch.int32, device="cuda")
-        mod = load_module(_TIMER_SOURCE, "timer")
+        self._buf, self._sink, self._word, self._timeouts = timer_arrays(torch, flush_bytes)
+        mod = load_module(TIMER_SOURCE, "timer")
         self._flush = mod.ktune_l2_flush[(sm_count * 4,)]
         self._empty = mod.ktune_empty[(1,)]
         self._hold = mod.ktune_hold[(1,)]
-        self._gate = torch.zeros(2, dtype=torch.int32, device="cuda")  # [gate, timeouts]
-        self._word, self._timeouts = self._gate[:1], self._gate[1:]
         self._epoch = 0
+        self._args = launch_arguments(self._buf, self._sink, self._word, self._timeouts,
+                                      self._buf.numel())
         self._side = torch.cuda.Stream()  # torch's streams do not sync with the default one
 
     def synchronize(self) -> None:
@@ -91,18 +124,16 @@ class TorchTimer:
 
     def flush_l2(self) -> None:
         """Enqueue the read-only flush kernel."""
-        self._flush(self._buf, self._buf.numel(), self._sink, BLOCK=4096, num_warps=8)
+        self._flush(**self._args["ktune_l2_flush"])
 
     def empty_launch(self) -> None:
         """Enqueue an empty Triton kernel (its launch path is the same as the user's)."""
-        self._empty(self._sink)
+        self._empty(**self._args["ktune_empty"])
 
     def hold(self) -> None:
         """Enqueue the hold kernel: the stream waits until :meth:`release` (measure/held_runs)."""
-        from jupyter_ktune.measure.held_runs import HOLD_MAX_NS
-
         self._epoch += 1
-        self._hold(self._gate, self._timeouts, self._epoch, MAX_NS=HOLD_MAX_NS, num_warps=1)
+        self._hold(**{**self._args["ktune_hold"], "epoch": self._epoch})
 
     def release(self) -> None:
         """Open the gate of the last hold from the side stream."""
