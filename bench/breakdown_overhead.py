@@ -184,8 +184,7 @@ def matmul(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 
 def triton_spec(size: int):
-    """The Triton bf16 GEMM with Proton scopes (TRITON_CELL) at ``size``³, one config,
-    unverified."""
+    """TRITON_CELL, the bf16 GEMM with Proton scopes, at ``size``³: one config, unverified."""
     from jupyter_ktune.api import parse_cell
 
     def inputs(M=size, N=size, K=size):

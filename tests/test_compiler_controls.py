@@ -1,8 +1,8 @@
 """Compiler controls as tunables (issue 38 item 2): name_prefix, nvcc_flags, maxnreg.
 
 Parsed, labelled, keyed and stored like any tunable; never a macro or constexpr; applied by nvcc
-for sm_90 (no GPU needed), by NVRTC's option names, and by Triton (its interpreter and its
-sm_90 compile without a GPU).
+for sm_90 (no GPU needed) and by NVRTC's option names; a sweep stores list values apart and
+labels every failure by its cause. Triton's side is in test_compiler_controls_triton.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from jupyter_ktune.errors import CellError
 from jupyter_ktune.space import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from compiler_controls import HEAVY_BODY, MM_BODY  # noqa: E402 - the cells the GPU bench runs
+from compiler_controls import HEAVY_BODY  # noqa: E402 - the cell the GPU bench runs
 
 FLAGS = '[[], ["--use_fast_math"], ["-maxrregcount=128"]]'
 
@@ -165,72 +165,6 @@ def test_nvrtc_takes_the_flags_in_its_own_spelling_or_refuses_on_the_tunable_lin
     assert err.value.line == 2
 
 
-# -- Triton: the interpreter runs the renamed kernel; sm_90 compiles without a GPU ------------
-def _inputs():
-    x = np.random.rand(1000).astype(np.float32)
-    return dict(x=x, y=x.copy(), out=np.empty_like(x), n=1000)
-
-
-def _reference(x, y, out, n):
-    return x + y
-
-
-VADD = """# ktune: BLOCK in [128]; name_prefix in ["", "cutlass_"]
-# ktune: grid = cdiv(n, BLOCK)
-@triton.jit
-def vadd(x, y, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-"""
-TRITON_LINE = "vadd --backend triton --inputs inputs --reference reference --out out --budget-ms 5"
-
-MM = """# ktune: BLOCK in [128]; maxnreg in [128, 255]; num_warps in [4]
-# ktune: grid = cdiv(M, BLOCK) * cdiv(N, BLOCK)
-""" + MM_BODY
-
-
-def _mm_inputs(M=128, N=128, K=64):
-    a = np.random.randn(M, K).astype(np.float32)
-    b = np.random.randn(K, N).astype(np.float32)
-    return dict(a=a, b=b, c=np.empty((M, N), dtype=np.float32), M=M, N=N, K=K)
-
-
-def _mm_reference(a, b, c, M, N, K):
-    return a @ b
-
-
-@pytest.mark.usefixtures("triton_interpreter")
-def test_triton_runs_and_compiles_the_renamed_kernel(worker):
-    pytest.importorskip("triton")
-    from jupyter_ktune.api import run_kernel
-    from jupyter_ktune.results import Status
-
-    spec = parse_cell(TRITON_LINE, VADD, {"inputs": _inputs, "reference": _reference})
-    names = {}
-    for prefix in ("", "cutlass_"):
-        r = run_kernel(spec, {"name_prefix": prefix}, worker=worker)
-        assert r.status is Status.OK, r.reason  # the interpreter ran it, verified
-        names[prefix] = list(r.static.kernels)  # Triton's own sm_90 compile, no GPU
-    assert names == {"": ["vadd"], "cutlass_": ["cutlass_vadd"]}
-    assert r.static.kernel("vadd").name == "cutlass_vadd"  # found by the cell's name too
-
-
-@pytest.mark.usefixtures("triton_interpreter")
-def test_triton_maxnreg_caps_the_registers_of_the_sm90_build(worker):
-    pytest.importorskip("triton")
-    from jupyter_ktune.api import run_kernel
-
-    spec = parse_cell("mm --backend triton --inputs inputs --reference reference --out c "
-                      "--static-only", MM, {"inputs": _mm_inputs, "reference": _mm_reference})
-    regs = {}
-    for cap in (128, 255):
-        r = run_kernel(spec, {"maxnreg": cap}, worker=worker)
-        assert r.static is not None, r.reason
-        regs[cap] = r.static.kernel("mm").registers
-    assert regs[128] <= 128 < regs[255], regs
-
-
 # -- the store and the sweep keep list values apart --------------------------------------------
 FAKE = """# ktune: BLOCK in [1, 2]; nvcc_flags in [[], ["--use_fast_math"]]
 def scale(x, y, n):
@@ -290,20 +224,6 @@ def test_a_failure_is_labelled_by_its_cause(status, text, want):
 
     r = RunResult(name="k", backend="cuda", config={}, status=Status(status), reason=text)
     assert by_cause(r).status is Status(want)
-
-
-@pytest.mark.usefixtures("triton_interpreter")
-def test_a_register_cap_too_low_for_triton_is_out_of_resources_in_ptxas_words(worker):
-    pytest.importorskip("triton")
-    from jupyter_ktune.api import run_kernel
-    from jupyter_ktune.results import Status
-
-    spec = parse_cell("mm --backend triton --inputs inputs --reference reference --out c "
-                      "--static-only", MM.replace("maxnreg in [128, 255]", "maxnreg in [40]"),
-                      {"inputs": _mm_inputs, "reference": _mm_reference})
-    r = run_kernel(spec, {"maxnreg": 40}, worker=worker)
-    assert r.status is Status.OUT_OF_RESOURCES, (r.status, r.reason)
-    assert "Insufficient registers (40)" in r.reason  # ptxas's line, not Triton's wrapper's
 
 
 def test_memory_exhaustion_keeps_its_own_words_and_status():
@@ -372,16 +292,6 @@ def test_nvrtc_compiles_the_renamed_kernel_with_the_mapped_flags():
     host = parse_cell("heavy --backend cuda", src.replace('"-O2"]]', '"-O2"], ["-Xcompiler=-O3"]]'))
     with pytest.raises(CellError, match="-Xcompiler=-O3 has no NVRTC option"):
         nvrtc_flags(host, host.space.config(nvcc_flags=["-Xcompiler=-O3"]))
-
-
-def test_a_triton_parameter_with_a_reserved_name_is_refused():
-    from jupyter_ktune.backends.triton.cell import check_cell
-
-    src = VADD.replace("BLOCK: tl.constexpr)", "BLOCK: tl.constexpr, name_prefix: tl.constexpr)")
-    spec = parse_cell(TRITON_LINE, src, {"inputs": _inputs, "reference": _reference})
-    with pytest.raises(CellError, match="reserved tunable name") as err:
-        check_cell(spec)
-    assert err.value.line == 2
 
 
 def test_the_panel_controls_show_and_return_list_values():
