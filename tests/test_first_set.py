@@ -290,17 +290,6 @@ def test_the_first_run_waits_for_the_set_the_helper_is_drawing(tmp_path, monkeyp
             assert w.pid in calls
 
 
-def test_a_fresh_workers_input_helper_is_up_before_any_set_is_asked():
-    """The helper starts with the worker, not with the cell's first job: started with the job,
-    its interpreter and imports came before the first set's draw (0.11-0.15 s of Kernel
-    Tuner's vector add's first result, which waits for that set)."""
-    with DeviceWorker() as w:
-        deadline = time.monotonic() + 20.0
-        while not w.call(input_sets.helper_running, timeout=10) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert w.call(input_sets.helper_running, timeout=10)
-
-
 def test_an_inputs_function_that_fails_in_the_helper_fails_the_run_in_one_line(tmp_path):
     """The first run waits for the helper's set; when the inputs function raised there, the
     run draws in place and reports the error as any run does: one line naming the function,

@@ -50,19 +50,6 @@ def first_set_waits() -> bool:
     return os.environ.get(FIRST_SET_WAIT_ENV, "1") != "0"
 
 
-def warm_helper() -> None:
-    """Start the input helper now, at the worker's start: a cell's first set is drawn there
-    (:mod:`.first_set`), and started with that job, the helper's interpreter and imports came
-    first (0.11 s of Kernel Tuner's vector add's first set on an H100 host, which waited for
-    that set, bench/results/first_minute_ab/2026-12-07-0900)."""
-    _ahead.warm()
-
-
-def helper_running() -> bool:
-    """Whether the input helper process is up."""
-    return _ahead.running()
-
-
 def last_set(io: str) -> dict[str, Any] | None:
     """The input set kept for ``io``, if any."""
     return _last_inputs.get(io)

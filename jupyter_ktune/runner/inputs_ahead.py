@@ -29,7 +29,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -191,19 +190,11 @@ class InputsAhead:
         self._pending: dict[str, cf.Future] = {}
         self._started: dict[str, float] = {}  # io -> time.monotonic() when its draw was sent
         self._dropped: list[cf.Future] = []
-        self._starting = threading.Lock()  # the worker's start warms it beside a first request
         atexit.register(self.close)
 
     def _ensure_helper(self) -> None:
-        with self._starting:
-            if self._proc is None or self._proc.poll() is not None:
-                self._start_helper()
-
-    def running(self) -> bool:
-        """Whether the helper process is up."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def _start_helper(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
         self.close()
         remove_orphans()
         mine, theirs = socket.socketpair()

@@ -64,13 +64,8 @@ def _import_while_idle() -> None:
     2026-12-06-0934; 0.3 s on a 2-core machine), while the worker waited idle between its start
     and the cell's first request. No backend (no torch, Triton, CuPy or JAX): which one the
     cell needs, and Triton's mode, are the request's. The ready message goes first, so the
-    worker's start costs what it did. The input helper is started there too
-    (``input_sets.warm_helper``)."""
+    worker's start costs what it did."""
     def run() -> None:
-        with contextlib.suppress(Exception):  # no helper: the sets are drawn in place
-            from jupyter_ktune.runner.input_sets import warm_helper
-
-            warm_helper()  # first: the cell's first set is drawn there, from its start on
         with contextlib.suppress(Exception):  # the request imports them again, and reports
             import jupyter_ktune.runner.execute  # noqa: F401
             import jupyter_ktune.runner.profile  # noqa: F401
