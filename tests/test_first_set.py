@@ -235,7 +235,7 @@ def test_functions_over_a_large_array_are_not_sent(tmp_path, monkeypatch):
 def test_a_cuda_cell_sends_its_set_ahead_too(tmp_path):
     """A cold CUDA worker's first set is the helper's as well: drawn in the worker instead,
     beside CuPy's opening, Kernel Tuner's vector add's set took 1,013 ms against 662 ms from
-    the helper on an H100 (bench/results/first_minute_ab/2026-12-07-0731)."""
+    the helper on an H100 (a40d9b1:bench/results/first_minute_ab/2026-12-07-0731)."""
 
     class Worker:
         pid, asked = 1, []

@@ -17,7 +17,7 @@ The rules:
   CUDA worker too asks the helper, although CuPy opens in 0.2-0.5 s: drawn in the worker
   instead, Kernel Tuner's vector add's 10 M-element set took 1,013 ms against 662 ms from
   the helper, and the convolution's 104 ms against 4 ms (an H100, in turns,
-  bench/results/first_minute_ab/2026-12-07-0731): NumPy's draw holds the worker's GIL beside
+  a40d9b1:bench/results/first_minute_ab/2026-12-07-0731): NumPy's draw holds the worker's GIL beside
   the device's opening, while the helper draws on another core.
 * Only what the helper draws anyway: a host set, and a reference it may run
   (:func:`~.inputs_ahead.helper_reference`; a reference that uses torch, CuPy or JAX runs in

@@ -20,7 +20,7 @@ starts it:
   did for every CUDA cell before: started at the first spec request instead, a fraction of a
   second later, Kernel Tuner's convolution (torch's ``conv2d`` reference) began its first run
   beside torch's import, and its "device" phase read 661 ms against 95 ms, verify 265 against
-  35 ms (an H100, bench/results/first_minute_ab/2026-12-07-0731). The first spec request
+  35 ms (an H100, a40d9b1:bench/results/first_minute_ab/2026-12-07-0731). The first spec request
   (:func:`for_spec`) still starts it for a spec whose functions were not on a line (a panel
   of a spec built in code);
 - otherwise once the worker has sat :data:`IDLE_S` without a request (:func:`after_reply`): a
