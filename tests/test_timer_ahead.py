@@ -172,3 +172,17 @@ def test_the_timer_waits_for_the_subprocess_before_building(monkeypatch):
     be.__dict__["interpret"] = False  # the GPU path, on this CPU machine
     be._make_timer({"L2_BYTES": L2, "SM_COUNT": 132})
     assert order == ["wait", "build"]
+
+
+def test_a_hung_build_ends_itself():
+    """Nobody waits for the subprocess past its deadline: one that hangs ends on its own."""
+    code = ("from jupyter_ktune.backends.triton import timer_ahead as t\n"
+            "import time\n"
+            "t.LIFETIME_S = 1\n"
+            "t.build = lambda arch, l2: time.sleep(30)\n"
+            "t.main(['sm_90', '1'])\n")
+    clock = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          check=False)
+    assert proc.returncode != 0
+    assert time.monotonic() - clock < 20

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import importlib.abc
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +38,8 @@ SWITCH_ENV = "KTUNE_TIMER_AHEAD"
 #: How long after its start the worker's timer waits for the subprocess at most, then compiles
 #: what is missing itself (on an H100 host the timer asks about 2 s after the worker's start).
 WAIT_S = 3.0
+#: Seconds after which the subprocess ends itself (:func:`main`).
+LIFETIME_S = 120
 _started: list[subprocess.Popen] = []
 _started_at: list[float] = []
 _lock = threading.Lock()
@@ -143,7 +146,13 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 
 
 def main(argv: list[str]) -> int:
-    """``python -m`` this module ``[ARCH L2_BYTES]``: build, print the seconds, exit 0."""
+    """``python -m`` this module ``[ARCH L2_BYTES]``: build, print the seconds, exit 0.
+
+    The process ends itself after :data:`LIFETIME_S` whatever it is doing: nobody waits for it
+    past :data:`WAIT_S`, and a driver call or a compile that hangs must not outlive the worker.
+    """
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the default action ends the process
+    signal.alarm(LIFETIME_S)
     sys.meta_path.insert(0, _NoTorch())  # see the module's text
     arch, l2_bytes = (argv[0], int(argv[1])) if len(argv) == 2 else gpu_facts()
     print(build(arch, l2_bytes))
