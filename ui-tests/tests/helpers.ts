@@ -16,6 +16,49 @@ export async function settled(page: Page): Promise<void> {
   await expect(page.locator('.ktune-badge', { hasText: /^\s*running\s/ })).toHaveCount(0, { timeout: 120000 });
 }
 
+/**
+ * Wait until every Bokeh plot the page shows has drawn its data: each glyph holds as many rows
+ * as its data source and no repaint is pending. The models (what ``figures`` reads) change
+ * first and the canvas is painted on a later animation frame: on a loaded machine a
+ * screenshot taken right after a model check showed the previous variant's drawing. Plots not
+ * shown (in a hidden tab: Bokeh paints them once shown) are left out, as is a page without
+ * Bokeh.
+ */
+export async function painted(page: Page): Promise<void> {
+  await expect
+    .poll(
+      () =>
+        page.evaluate(() => {
+          const index = (window as any).Bokeh?.index;
+          if (!index?.all_views) {
+            return 'painted'; // no Bokeh in the page: nothing it could still draw
+          }
+          for (const view of index.all_views()) {
+            if (!('_needs_paint' in view) || !view.el?.getClientRects().length) {
+              continue; // not a plot, or one not shown (in a hidden tab: it paints when shown)
+            }
+            if (view._needs_paint) {
+              return `${view.model?.title?.text}: repaint pending`;
+            }
+            for (const rv of view.renderer_views?.values?.() ?? []) {
+              const data = rv.model?.data_source?.data;
+              const size = rv.glyph?.data_size;
+              if (data == null || size == null) {
+                continue;
+              }
+              const cols = (data instanceof Map ? [...data.values()] : Object.values(data)) as any[];
+              if (cols.length && cols[0].length !== size) {
+                return `${view.model?.title?.text}: ${size} of ${cols[0].length} rows drawn`;
+              }
+            }
+          }
+          return 'painted';
+        }),
+      { message: 'every shown plot has drawn its data', timeout: 30000 }
+    )
+    .toBe('painted');
+}
+
 export async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, file: string, from = NOTEBOOKS) {
   await page.contents.uploadFile(path.join(from, file), `${tmpPath}/${file}`);
   await page.notebook.openByPath(`${tmpPath}/${file}`);

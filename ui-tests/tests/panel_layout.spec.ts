@@ -10,7 +10,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
-import { consoleErrors, openFixture, runInNotebook7, settled, SHOTS } from './helpers';
+import { consoleErrors, openFixture, painted, runInNotebook7, settled, SHOTS } from './helpers';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 /** The first screen of a panel at 1280x800 fits in this many px (issue 35). */
@@ -88,6 +88,7 @@ test('compact at 1280x800: the first screen fits in 600 px; the selected tab sta
   expect(box.height).toBeLessThanOrEqual(FIRST_SCREEN_PX);
   await expect(tab(panel, 'Timing')).toHaveClass(/lm-mod-current/);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-compact-lab-1280.png` });
 
   await tab(panel, 'Heatmap').click();
@@ -104,6 +105,7 @@ test('compact at 1280x800: the first screen fits in 600 px; the selected tab sta
   });
   await page.waitForTimeout(1500);
   await page.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-heatmap-tab-after-reload-lab.png` });
 });
 
@@ -141,7 +143,7 @@ test('dock: the same live figures beside the notebook, back after a reload witho
       { message: "the histogram title's median is the badge's", timeout: 30000 }
     )
     .toBe(true);
-  await page.waitForTimeout(1000);
+  await painted(page); // the screenshot shows what the models hold, not the last drawing
   await page.screenshot({ path: `${SHOTS}/panel-docked-lab.png` });
 
   // a reload brings it back docked, with its figures and without "Failed to create view"
@@ -154,6 +156,7 @@ test('dock: the same live figures beside the notebook, back after a reload witho
   await expect.poll(async () => (await figures(page))['every result (median)'], { timeout: 30000 }).toBe(before + 1);
   await page.waitForTimeout(3000);
   expect(errors.filter(e => /Failed to create view|reading 'require'/.test(e))).toEqual([]);
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-docked-after-reload-lab.png` });
 
   // closed: back under its cell, and still closed after a reload
@@ -181,6 +184,7 @@ test('Notebook 7: compact at 1280x800, and Dock puts the panel in the right side
   expect(box.height).toBeLessThanOrEqual(FIRST_SCREEN_PX);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
   await nb7.waitForTimeout(1000);
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-compact-notebook7-1280.png` });
 
   await panel.locator('button', { hasText: /^\s*Dock\s*$/ }).click();
@@ -190,6 +194,7 @@ test('Notebook 7: compact at 1280x800, and Dock puts the panel in the right side
   await expect(dock.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
   await settled(nb7);
   await nb7.waitForTimeout(1000);
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-docked-notebook7.png` });
   // the right side panel opened at ~280 px (284 measured) and cut the sliders, buttons and
   // tabs: now it is widened for the panel (the panel's column needs ~430 px), and what the user
@@ -225,6 +230,7 @@ test('a failed cell shows its reason where the plots were, and Autotune says why
   await expect(autotune).toBeDisabled();
   await expect(autotune).toHaveAttribute('title', /compiled/);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-failed-cell-lab.png` });
 });
 
@@ -279,6 +285,7 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
   await status.scrollIntoViewIfNeeded(); // the tab scrolls: its head (the ratio) first
   await page.waitForTimeout(1000);
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-compare-lab.png` });
 
   // after a reload the live panel comes back on its Compare tab, with the comparison drawn
@@ -292,6 +299,7 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   await page.waitForTimeout(2000);
   expect(errors.filter(e => /Failed to create view|reading 'require'/.test(e))).toEqual([]);
   await again.evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-compare-after-reload-lab.png` });
 });
 
@@ -312,6 +320,7 @@ test('Notebook 7: Pin, then a slider move, and the Compare tab shows both config
   await expect(panel.locator('.ktune-compare-ratio')).toContainText('B / A =', { timeout: 180000 });
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
   await nb7.waitForTimeout(1000);
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-compare-notebook7.png` });
   await nb7.close();
 });
