@@ -10,7 +10,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
 
-import { consoleErrors, openFixture, runInNotebook7, settled, SHOTS } from './helpers';
+import { consoleErrors, openFixture, painted, runInNotebook7, settled, SHOTS } from './helpers';
 
 const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.ipynb');
 
@@ -187,6 +187,7 @@ test('quickstart: figures hold data on first render, after a reload, and reopene
   await expect(page.locator('.jp-ktune-panel-static svg').first()).toBeVisible();
   await expect(page.getByText('model not found')).toHaveCount(0);
   await page.locator('.jp-ktune-panel-static').nth(1).scrollIntoViewIfNeeded();
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-reopened-no-kernel.png` });
   expect(errors.filter(e => !e.includes('favicon'))).toEqual([]);
 });
@@ -266,6 +267,7 @@ test('a refused move keeps the sliders and says which config the plots show, wit
   const median = (await panel.locator('.ktune-badge b').textContent())!.trim().split(' median')[0].trim();
   const titles = (await bokehDocs(page))[0].map(f => f.title);
   expect(titles.some(t => t.startsWith(`median ${median}`))).toBe(true);
+  await painted(page);
   await panel.screenshot({ path: `${SHOTS}/panel-refused-move.png` });
 });
 
@@ -283,6 +285,7 @@ test('arrow keys move a focused slider in JupyterLab, not the cell selection', a
   await page.keyboard.press('ArrowDown'); // noUiSlider: one step back
   await expect(slider.locator('.widget-readout')).toHaveText('128');
   expect(await active()).toBe(cell);
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-arrow-keys-lab.png` });
 });
 
@@ -297,10 +300,12 @@ test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, b
   await nb7.keyboard.press('ArrowDown'); // the key Notebook 7 took to select the next cell
   await expect(slider.locator('.widget-readout')).toHaveText('128');
   expect(await activeCell()).toBe(cell);
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-arrow-keys-notebook7.png` });
   await settled(nb7);
   await nb7.waitForTimeout(1000);
   await nb7.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-notebook7.png` });
   await nb7.close();
 });
@@ -314,6 +319,7 @@ test('a Triton syntax error is marked on its line in the editor', async ({ page,
   await expect(marked).toHaveCount(1, { timeout: 60000 });
   await expect(marked).toContainText('offs = tl.arange(0, BLOCK');
   await input.scrollIntoViewIfNeeded();
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/panel-triton-syntax-error.png` });
 });
 
@@ -347,6 +353,7 @@ for (const width of [1600, 1280]) {
     const overflow = await panel.evaluate(e => e.scrollWidth - e.clientWidth);
     expect(overflow).toBeLessThanOrEqual(1);
     await panel.evaluate(e => e.scrollIntoView({ block: 'start' })); // what the user sees
+    await painted(page);
     await page.screenshot({ path: `${SHOTS}/docs-panel-cpu-lab-${width}.png` });
   });
 }
@@ -386,6 +393,7 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N');
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await report.scrollIntoViewIfNeeded();
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-static-report.png` });
 
   // saved, then reloaded (kernel alive): the widgets come back with the same axes and report
@@ -396,6 +404,7 @@ test('the sm_90a WGMMA attention cell shows its static report, for the config th
   await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N', { timeout: 60000 });
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await reloaded.scrollIntoViewIfNeeded();
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-after-reload.png` });
 });
 
@@ -423,6 +432,7 @@ test('the fp8 build of the WGMMA attention cell gets a panel of its own, with th
   }
   expect(await shownConfig(page, 0)).toContain('FP8=0'); // the fp16 cell's panel is untouched
   await report8.scrollIntoViewIfNeeded();
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-panel.png` });
   // and still live: its STAGES slider runs (here: compiles) STAGES=3 for the fp16 build.
   // Located through cell 4's own output: JupyterLab takes cells far off screen out of the DOM.
@@ -451,6 +461,7 @@ test('the fp8 build of the WGMMA attention cell gets a panel of its own, with th
   const shown8Again = reloaded8.locator('.ktune-badge code.ktune-shown').first();
   await expect(shown8Again).toContainText('FP8=1', { timeout: 60000 });
   await expect(shown8Again).toContainText('STAGES=3');
+  await painted(page);
   await page.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-after-reload.png` });
 });
 
@@ -477,6 +488,7 @@ test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes',
   await expect(axis(/^heatmap x$/)).toHaveValue('BLOCK_N');
   await expect(axis(/^y$/)).toHaveValue('CONSUMERS');
   await report.scrollIntoViewIfNeeded();
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/attention-wgmma-notebook7.png` });
   // on through the fp8 cell (cell 11; the GPU-only cells print nothing here): its own panel
   for (let i = 5; i < 12; i++) {
@@ -487,6 +499,7 @@ test('the WGMMA attention cell in Notebook 7: the same report and heatmap axes',
   await expect(report8).toContainText('HGMMA/QGMMA (wgmma): 16');
   await expect(nb7.locator('.ktune-badge code.ktune-shown', { hasText: 'FP8=1' })).toHaveCount(1);
   await report8.scrollIntoViewIfNeeded();
+  await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/attention-wgmma-fp8-notebook7.png` });
   await nb7.close();
 });

@@ -9,7 +9,7 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
-import { NOTEBOOKS, openFixture, settled, SHOTS } from './helpers';
+import { NOTEBOOKS, openFixture, painted, settled, SHOTS } from './helpers';
 
 test.use({ autoGoto: true });
 test.setTimeout(240 * 1000);
@@ -54,6 +54,7 @@ test('opening a notebook opens its Triton backend before any cell runs', async (
   await page.notebook.runCell(2); // the %%kernel cell: its panel, as usual
   await settled(page);
   await expect(page.locator('.ktune-badge').first()).toContainText('correct');
+  await painted(page);
   await page.screenshot({ path: path.join(SHOTS, 'prepare-first-cell-lab.png') });
 });
 
@@ -121,6 +122,7 @@ test('a %%kernel cell typed in a new notebook opens its backend before it runs',
   await page.notebook.runCell(2); // the typed cell: its panel, as usual
   await settled(page);
   await expect(page.locator('.ktune-badge').first()).toContainText('correct');
+  await painted(page);
   await page.screenshot({ path: path.join(SHOTS, 'prepare-typed-cell-lab.png') });
 });
 
@@ -153,6 +155,7 @@ test('in Notebook 7 too, a typed %%kernel cell opens its backend before it runs'
     .poll(probe7, { timeout: 120000, intervals: [2000] })
     .toContain('worker imported triton: True');
   expect(await probe7()).toContain("prepared: ['triton']");
+  await painted(nb7);
   await nb7.screenshot({ path: path.join(SHOTS, 'prepare-typed-cell-notebook7.png') });
   await nb7.close();
 });
