@@ -158,25 +158,6 @@ def test_the_distribution_axis_follows_each_variant():
     assert tp.figures[0].xaxis.axis_label == "run time (ms)"
 
 
-def test_the_distribution_title_changes_after_its_bars():
-    """The browser applies the panel's updates in order: the title, which names the variant's
-    median, comes last, so it never stands above the previous variant's bars."""
-    from bokeh.document import Document
-
-    from jupyter_ktune.ui.panels import TimingPanel
-
-    tp = TimingPanel()
-    doc = Document()
-    for fig in tp.figures:
-        doc.add_root(fig)
-    tp.show_current(_host_result([100.0, 110.0, 120.0, 130.0, 105.0]))
-    changes = []
-    doc.on_change(lambda event: changes.append(event))
-    tp.show_current(_host_result([3.0, 3.5, 4.0, 3.2, 3.1]))
-    what = [(type(e.model).__name__, getattr(e, "attr", None)) for e in changes]
-    assert ("ColumnDataSource", "data") in what and what[-1] == ("Title", "text"), what
-
-
 def test_the_server_extension_serves_the_installed_bokehjs():
     import bokeh
 

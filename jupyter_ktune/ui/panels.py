@@ -101,12 +101,9 @@ class TimingPanel:
             return
         t = r.measurement.timing
         self._runs_ms, self._slow = central(np.asarray(t.times_ms))
-        self._redraw()
-        # the title last: the browser applies the updates in order, so a title that names this
-        # variant's median comes with its bars already there (set first, it was shown above the
-        # previous variant's bars while they were on their way, in CI's docked screenshot)
         noisy = " · NOISY" if noise_note(t) else ""
         f.title.text = f"median {fmt_time(t.median_ms)} · IQR {fmt_time(t.iqr_ms)}{noisy}"
+        self._redraw()
 
     _slow = 0  # runs of the current variant left out of the histogram (far outliers)
 
