@@ -56,17 +56,15 @@ def start_in_worker() -> subprocess.Popen | None:
     return start()
 
 
-def start(arch: str | None = None, l2_bytes: int | None = None) -> subprocess.Popen | None:
-    """Start the subprocess once per process (for the first GPU's arch and L2 size unless
-    given); None where it cannot start."""
+def start() -> subprocess.Popen | None:
+    """Start the subprocess once per process (it asks the driver for the first GPU's arch and
+    L2 size); None where it cannot start."""
     with _lock:
         if _started:
             return _started[0]
-        given = [arg for arg in (arch, l2_bytes) if arg is not None]
         try:
-            proc = subprocess.Popen([sys.executable, "-m", __name__, *map(str, given)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:
             return None
         _started.append(proc)
