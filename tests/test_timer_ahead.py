@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ktune.backends.triton import timer_ahead
+from jupyter_ktune.backends.triton import key_ahead, timer_ahead
 
 L2 = 50 << 20  # an H100's
 
@@ -106,10 +106,14 @@ def test_a_misaligned_counter_is_a_miss(built):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """The module as a fresh worker has it: nothing started."""
+    """The module as a fresh worker has it: nothing started (nor a key's pipe opened)."""
+    pipe: list = []
+    monkeypatch.setattr(key_ahead, "_pipe", pipe)
     monkeypatch.setattr(timer_ahead, "_started", [])
     monkeypatch.setattr(timer_ahead, "_started_at", [])
-    return monkeypatch
+    yield monkeypatch
+    for read, _start, _pid in pipe:
+        os.close(read)
 
 
 def _as_started(proc: subprocess.Popen, age: float) -> None:

@@ -28,6 +28,7 @@ from jupyter_ktune.backends.base import (
     COMPILE_ONLY_ENV,  # noqa: F401 - re-exported
     LAUNCHER_AHEAD_ENV,
 )
+from jupyter_ktune.backends.triton import key_ahead
 
 
 @dataclass(frozen=True)
@@ -257,10 +258,15 @@ def warm_cache_key() -> bool:
     the timer's build and the first config's build of a fresh worker: 0.5-0.8 s of that
     compile's wait on an H100 host, bench/results/first_minute_ab/2026-12-07-0900). A second
     caller now waits for the first's hash and finds it cached.
+
+    In a device worker whose timer's subprocess hands the key (:mod:`.key_ahead`), the first
+    caller (the key thread) waits for it instead of hashing, holding the lock: a caller that
+    came meanwhile would otherwise hash beside the wait, which is what the handoff saves.
     """
     import importlib
 
     with _key_lock:
+        key_ahead.take()  # once per process; where it installs nothing, the hash below
         for where in ("triton.runtime.cache", "triton.compiler.compiler"):
             # any failure: on the key thread it would print a traceback in the worker's log,
             # and the compile that needs the key raises it again where it is reported

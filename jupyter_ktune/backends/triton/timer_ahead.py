@@ -18,6 +18,10 @@ torch is kept out of the subprocess: Triton 3.6 imports it at its first speciali
 here), which would end the build about when the worker's own import ends. Arrays are then
 placeholders of a :class:`.jit_warm.TorchDtypeName`, which Triton keys as torch's dtype.
 
+The subprocess hashes Triton's installation for its cache key first and hands the key to the
+worker on a pipe (:mod:`.key_ahead`) before it compiles: the worker's key thread then installs it
+instead of hashing beside torch's import (``KTUNE_KEY_AHEAD=0`` keeps the worker hashing).
+
 Only in a device worker on a machine that shows a GPU (never under the interpreter or in a
 compile-only process); ``KTUNE_TIMER_AHEAD=0`` turns it off, to compare. Nothing here can fail
 a cell: if the subprocess fails or is late, the worker compiles what is missing itself.
@@ -36,6 +40,7 @@ import time
 from typing import Any
 
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, LAUNCHER_AHEAD_ENV, nvidia_gpu_visible
+from jupyter_ktune.backends.triton import key_ahead
 
 SWITCH_ENV = "KTUNE_TIMER_AHEAD"
 #: How long after its start the worker's timer waits for the subprocess at most, then compiles
@@ -62,11 +67,15 @@ def start() -> subprocess.Popen | None:
     with _lock:
         if _started:
             return _started[0]
+        key_args, pass_fds = key_ahead.pipe_for_subprocess()
         try:
-            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except OSError:
+            proc = subprocess.Popen([sys.executable, "-m", __name__, *key_args],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, pass_fds=pass_fds)
+        except (OSError, ValueError):
+            key_ahead.started(pass_fds, ok=False)
             return None
+        key_ahead.started(pass_fds, ok=True)
         _started.append(proc)
         _started_at.append(time.monotonic())
     return proc
@@ -147,7 +156,8 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 
 
 def main(argv: list[str]) -> int:
-    """``python -m`` this module ``[ARCH L2_BYTES]``: build, print the seconds, exit 0.
+    """``python -m`` this module ``[--key-fd FD] [ARCH L2_BYTES]``: hand the worker Triton's
+    cache key on ``FD`` (:mod:`.key_ahead`), build, print the seconds, exit 0.
 
     The process ends itself after :data:`LIFETIME_S` whatever it is doing: nobody waits for it
     past :data:`WAIT_S`, and a driver call or a compile that hangs must not outlive the worker.
@@ -155,6 +165,12 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the default action ends the process
     signal.alarm(LIFETIME_S)
     sys.meta_path.insert(0, _NoTorch())  # see the module's text
+    if argv[:1] == [key_ahead.FD_FLAG]:  # the key first: the worker waits for it, not the build
+        from jupyter_ktune.backends.triton.module import compile_settings
+
+        compile_settings()  # before Triton's import, as in build()
+        key_ahead.hand(int(argv[1]))
+        argv = argv[2:]
     arch, l2_bytes = (argv[0], int(argv[1])) if len(argv) == 2 else gpu_facts()
     print(build(arch, l2_bytes))
     return 0
