@@ -26,7 +26,7 @@ from test_worker import GOOD, LINE, reference
 from jupyter_ktune.api import parse_cell
 from jupyter_ktune.results import Status
 from jupyter_ktune.runner.client import DeviceWorker
-from jupyter_ktune.runner.inputs_ahead import segment_prefix
+from jupyter_ktune.runner.set_segments import segment_prefix
 from jupyter_ktune.runner.worker import LOG_MAX_BYTES
 
 TESTS = Path(__file__).parent

@@ -266,7 +266,7 @@ def test_segments_of_a_killed_worker_are_removed_by_the_next():
     import subprocess
     from multiprocessing import shared_memory
 
-    from jupyter_ktune.runner.inputs_ahead import SEGMENT_PREFIX, remove_orphans
+    from jupyter_ktune.runner.set_segments import SEGMENT_PREFIX, remove_orphans
 
     dead = subprocess.Popen(["true"])
     dead.wait()   # a pid that no longer runs

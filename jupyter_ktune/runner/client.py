@@ -29,7 +29,7 @@ from jupyter_ktune.errors import CellError, KtuneError
 from jupyter_ktune.results import RunResult, Status
 from jupyter_ktune.runner.first_set import claim_first_set
 from jupyter_ktune.runner.gpu_guest import give_way
-from jupyter_ktune.runner.inputs_ahead import remove_orphans
+from jupyter_ktune.runner.set_segments import remove_orphans
 from jupyter_ktune.runner.wire import pack_message, unpack_message
 from jupyter_ktune.runner.worker_errors import (
     RequestAbandoned,

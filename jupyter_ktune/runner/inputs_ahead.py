@@ -4,8 +4,9 @@ A sweep draws fresh inputs every few variants (``execute.REDRAW_EVERY``). On the
 4096^2 bf16 matrices took 0.6 s to draw, every 8 configs: over a third of a warm 72-config sweep.
 Drawn on a thread of the worker, they would share its GIL with the timing loop: a NumPy call
 holding it between "record start event" and "launch" would put idle GPU time in a timed run.
-So the set is drawn in a separate process and handed over in shared memory; the worker copies
-it out (tens of ms per 100 MB) at the redraw, outside any timed region.
+So the set is drawn in a separate process and handed over in shared memory; the worker takes
+the arrays over the segments' own pages at the redraw, outside any timed region, without a copy
+(:mod:`.set_segments`).
 
 Only host sets qualify (contiguous NumPy arrays and plain scalars, up to ``MAX_BYTES``): an inputs
 function that makes device arrays would launch GPU work of its own during the timing. A C- or
@@ -23,16 +24,12 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
-import glob
 import os
-import re
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
-from multiprocessing import resource_tracker, shared_memory
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -40,22 +37,12 @@ import cloudpickle
 import numpy as np
 
 from jupyter_ktune.runner.device_modules import uses_device_arrays
+from jupyter_ktune.runner.set_segments import remove_orphans, share, take, unlink_own
 
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
-SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
 # None too: a Triton kernel's absent optional pointer (fla's matmul: input=None) (issue 33)
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic, type(None))
 _helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
-
-
-def segment_prefix() -> str:
-    """Return the segment name prefix: ``SEGMENT_PREFIX``, or ``$KTUNE_SHM_PREFIX``.
-
-    A prefix of one's own (letters, digits, underscores) keeps one set of workers apart from the
-    cleanup of all others: tests on a host where other test runs clean up dead workers' segments.
-    """
-    own = os.environ.get("KTUNE_SHM_PREFIX", "")
-    return own if re.fullmatch(r"[A-Za-z0-9_]{1,64}", own) else SEGMENT_PREFIX
 
 
 def host_only(args: dict[str, Any]) -> bool:
@@ -117,7 +104,7 @@ def _draw_into_shared_memory(fn: Any, owner: int, reference: Any = None,
     args = fn()
     if not isinstance(args, dict) or not host_only(args):
         return None
-    shared = _share(args, owner)  # copied before the reference can write into the arrays
+    shared = share(args, owner)  # copied before the reference can write into the arrays
     expected, ref_ms = None, None
     if reference is not None:
         from jupyter_ktune.measure.verify import reference_outputs
@@ -126,53 +113,17 @@ def _draw_into_shared_memory(fn: Any, owner: int, reference: Any = None,
         try:
             got = reference_outputs(reference(**args), outputs,
                                     getattr(reference, "__name__", "reference"))
-            expected = _share({k: np.ascontiguousarray(v) for k, v in got.items()}, owner)
+            expected = share({k: np.ascontiguousarray(v) for k, v in got.items()}, owner)
         except Exception:  # noqa: BLE001 - the worker runs it again and reports the error
             expected = None
         ref_ms = (time.perf_counter() - t0) * 1e3
     return {"args": shared, "expected": expected, "reference_ms": ref_ms}
 
 
-def _share(args: dict[str, Any], owner: int) -> dict[str, Any]:
-    """Put every array of ``args`` into a shared memory segment owned by the worker ``owner``."""
-    out: dict[str, Any] = {}
-    for name, v in args.items():
-        if isinstance(v, np.ndarray):
-            seg = shared_memory.SharedMemory(
-                name=f"{segment_prefix()}{owner}_{uuid.uuid4().hex[:16]}", create=True,
-                size=max(v.nbytes, 1))
-            # the worker (``owner``) owns it from here: it unlinks it once copied out or at
-            # exit; if it was killed, its client or the next worker does (remove_orphans)
-            resource_tracker.unregister(seg._name, "shared_memory")  # noqa: SLF001
-            order = "C" if v.flags.c_contiguous else "F"
-            np.ndarray(v.shape, v.dtype, buffer=seg.buf, order=order)[...] = v
-            out[name] = ("shm", seg.name, v.shape, v.dtype, order)
-            seg.close()
-        else:
-            out[name] = v
-    return out
-
-
 def _take_set(drawn: dict[str, Any]) -> DrawnSet:
     expected = drawn.get("expected")
-    return DrawnSet(_take(drawn["args"]), _take(expected) if expected is not None else None,
+    return DrawnSet(take(drawn["args"]), take(expected) if expected is not None else None,
                     drawn.get("reference_ms"))
-
-
-def _take(drawn: dict[str, Any]) -> dict[str, Any]:
-    """In the worker: copy each array out of its segment and unlink the segment."""
-    args: dict[str, Any] = {}
-    for name, v in drawn.items():
-        if isinstance(v, tuple) and len(v) == 5 and v[0] == "shm":
-            seg = shared_memory.SharedMemory(name=v[1])
-            try:
-                args[name] = np.ndarray(v[2], v[3], buffer=seg.buf, order=v[4]).copy(order="K")
-            finally:
-                seg.close()
-                seg.unlink()  # also drops the registration that attaching made
-        else:
-            args[name] = v
-    return args
 
 
 class InputsAhead:
@@ -351,11 +302,7 @@ def abandon() -> None:
             proc.wait(timeout=2)
         except Exception:  # noqa: BLE001, S110 - best effort on the way out
             pass
-    for path in glob.glob(f"/dev/shm/{segment_prefix()}{os.getpid()}_*"):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    unlink_own()
 
 
 def _unlink_when_done(fut: cf.Future) -> None:
@@ -365,24 +312,3 @@ def _unlink_when_done(fut: cf.Future) -> None:
         return
     if kind == "ok" and drawn:
         _take_set(drawn)
-
-
-def remove_orphans() -> int:
-    """Unlink segments left by workers that were killed with a set pending; returns how many."""
-    removed = 0
-    prefix = segment_prefix()
-    for path in glob.glob(f"/dev/shm/{prefix}*"):
-        pid = os.path.basename(path)[len(prefix):].split("_")[0]
-        try:
-            os.kill(int(pid), 0)
-            continue  # its worker is alive
-        except ProcessLookupError:
-            pass
-        except (ValueError, PermissionError):
-            continue
-        try:
-            os.unlink(path)
-            removed += 1
-        except OSError:
-            pass
-    return removed
