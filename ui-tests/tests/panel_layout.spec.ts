@@ -59,6 +59,34 @@ async function figures(page: Page): Promise<Record<string, number>> {
   });
 }
 
+/** The run-time histogram's bars (their span) and its title's median, in the axis's unit. */
+async function histogramBars(page: Page): Promise<{ lo: number; hi: number; median: number } | null> {
+  const found = await page.evaluate(() => {
+    for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
+      for (const m of doc._all_models.values()) {
+        if (!m.title?.text?.startsWith('median ') || !m.renderers) {
+          continue;
+        }
+        const data = m.renderers[0].data_source.data;
+        const get = (k: string) => [...((data instanceof Map ? data.get(k) : data[k]) ?? [])] as number[];
+        return { title: m.title.text, left: get('left'), right: get('right'), axis: m.below[0].axis_label };
+      }
+    }
+    return null;
+  });
+  if (found === null || !found.left.length) {
+    return null;
+  }
+  const scale: Record<string, number> = { ns: 1e-6, 'µs': 1e-3, us: 1e-3, ms: 1, s: 1e3 };
+  const [, value, unit] = /^median ([\d.]+) (\S+)/.exec(found.title)!;
+  const axisUnit = /\((\S+)\)/.exec(found.axis)![1];
+  return {
+    lo: Math.min(...found.left),
+    hi: Math.max(...found.right),
+    median: (Number(value) * scale[unit]) / scale[axisUnit]
+  };
+}
+
 /** Bokeh documents that hold models (a moved view keeps its own; a copy would add more). */
 async function liveDocs(page: Page): Promise<number> {
   return page.evaluate(
@@ -141,6 +169,19 @@ test('dock: the same live figures beside the notebook, back after a reload witho
         return median !== '' && (await dock.locator('.ktune-badge').innerText()).includes(median);
       },
       { message: "the histogram title's median is the badge's", timeout: 30000 }
+    )
+    .toBe(true);
+  // and its bars are that variant's runs: they span the title's median (the title's rounding
+  // aside). CI once showed the previous variant's bars under it: the browser's echo of the old
+  // data had replaced the new in the kernel, and a later full send drew it (live_bokeh.py)
+  await expect
+    .poll(
+      async () => {
+        const bars = await histogramBars(page);
+        const slack = bars ? bars.median * 0.01 : 0;
+        return bars !== null && bars.lo - slack <= bars.median && bars.median <= bars.hi + slack;
+      },
+      { message: "the histogram's bars span its title's median", timeout: 30000 }
     )
     .toBe(true);
   await painted(page); // the screenshot shows what the models hold, not the last drawing
