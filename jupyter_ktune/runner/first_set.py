@@ -4,7 +4,7 @@ In a fresh notebook the first Triton cell's worker spends seconds before it can 
 torch's import (Triton's driver imports it), the kernel's package, the device context. Only then
 did the run call the inputs function and the reference, one after the other: for fla's 4096^2
 matmul another 1.0-1.4 s of the first result (inputs 0.6-1.0 s, a NumPy reference 0.4-0.5 s, on
-an H100 host, bench/results/first_minute/2026-12-06-0903). Now, at the cell's start, the
+an H100 host, aad7023:bench/results/first_minute/2026-12-06-0903). Now, at the cell's start, the
 notebook reads the inputs function, the reference and the outputs off the magic line
 (:func:`~jupyter_ktune.spec.line_functions`) and the worker hands them to its input helper
 (:mod:`.inputs_ahead`) before it opens the device: the set and its reference are made in the
@@ -32,7 +32,7 @@ The rules:
   the helper is still drawing it (``input_sets.first_set_waits``): the helper began first, and
   a second draw in the worker beside it only doubled the CPU work (Kernel Tuner's vector add:
   2.48 s against 2.66 s to the first result, median of 5 in turns on an H100,
-  bench/results/first_minute_ab/2026-12-07-0900). An older set is dropped and the run draws
+  aad7023:bench/results/first_minute_ab/2026-12-07-0900). An older set is dropped and the run draws
   its own. The run checks it as any other set (``checked_inputs``).
 """
 

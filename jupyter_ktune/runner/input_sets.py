@@ -238,12 +238,12 @@ def prepare_inputs(spec: KernelSpec) -> dict[str, float]:
     stored rows' (seen_inputs), and an inputs function may read what its code does not show (a
     file, the environment) and draw another size now (issue 34). Its reference is the costly
     half (a NumPy 4096^3 product: 0.4-0.5 s of fla's matmul sweep's 1.1 s wait before its first
-    run on an H100 host, "drawn now" in bench/results/first_minute/2026-12-06-0903, where a set
-    holding None was never drawn ahead); so where the helper drew
-    a set for this very cell (``io_key``) at most ``AHEAD_MAX_AGE_S`` ago, with the reference
-    run on it, and that set has the shapes, dtypes and scalars of the one drawn now (what the
-    store keys results by), the sweep starts on the helper's set and its reference outputs
-    instead; a set of another size is left, and the one drawn now is used as before.
+    run on an H100 host, "drawn now" in aad7023:bench/results/first_minute/2026-12-06-0903,
+    where a set holding None was never drawn ahead); so where the helper drew a set for this
+    very cell (``io_key``) at most ``AHEAD_MAX_AGE_S`` ago, with the reference run on it, and
+    that set has the shapes, dtypes and scalars of the one drawn now (what the store keys
+    results by), the sweep starts on the helper's set and its reference outputs instead; a set
+    of another size is left, and the one drawn now is used as before.
 
     The inputs function is called first and the helper's set taken after it: the helper,
     drawing since the cell's run, has had the draw's time to finish, so the two waits overlap.

@@ -78,11 +78,15 @@ def take(drawn: dict[str, Any]) -> dict[str, Any]:
 def mapped(segment: str, shape: tuple[int, ...], dtype: Any, order: str) -> np.ndarray | None:
     """The segment's pages as the array itself, its name unlinked (None: not on Linux).
 
-    Copied out instead, Kernel Tuner's vector add's set (160 MB with its reference) took
-    50-70 ms of the worker's first run on this project's CPU machine, on that run's path, and
-    as much again in fresh pages. The mapping is private to the worker from here (the helper
-    closed its own, and the name is gone): it lives as long as the array, and its pages are
-    freed with it, so a killed worker leaves nothing behind either.
+    Copied out instead, Kernel Tuner's vector add's set (160 MB with its reference) took 50-70
+    ms of the worker's first run on this project's CPU machine, on that run's path, and as much
+    again in fresh pages. On an H100 host, in turns against the copy (5 a side): the vector
+    add's first result 2.27 -> 2.04 s from spawn, new lower in 4 of 5 pairs, its wait for the
+    set 949 -> 854 ms (bench/results/first_minute_ab/2026-12-07-1459, call 1; the same tree's
+    two sides read 2.22 and 2.21 s in call 2, so the gain is under the spread). The mapping is
+    private to the worker from here (the helper closed its own, and the name is gone): it lives
+    as long as the array, and its pages are freed with it, so a killed worker leaves nothing
+    behind either.
     """
     path = os.path.join(_SHM_DIR, segment)
     try:

@@ -256,7 +256,7 @@ def warm_cache_key() -> bool:
     One caller hashes at a time: Triton's ``functools.lru_cache`` does not lock, so threads
     that asked at once each hashed the whole installation beside the others (the key thread,
     the timer's build and the first config's build of a fresh worker: 0.5-0.8 s of that
-    compile's wait on an H100 host, bench/results/first_minute_ab/2026-12-07-0900). A second
+    compile's wait on an H100 host, aad7023:bench/results/first_minute_ab/2026-12-07-0900). A second
     caller now waits for the first's hash and finds it cached.
 
     In a device worker whose timer's subprocess hands the key (:mod:`.key_ahead`), the first

@@ -3,13 +3,13 @@
 A device worker's timer (:class:`.timer.TorchTimer`: the L2 flush, the empty kernel, the hold)
 compiles its three kernels and, on Triton 3.6, builds their three host launchers with gcc before
 the first timing. That build starts once torch is imported and the device is open (about 2 s
-after spawn) and runs beside the first config's compile, in the same process: fla's first
-result then waited 0.2-0.35 s for it ("time: timer ready") and the config's compile shared the
-GIL with it (bench/results/first_minute_ab/2026-12-07-0900). None of it needs torch or the GPU,
+after spawn) and runs beside the first config's compile, in the same process: fla's first result
+then waited 0.2-0.35 s for it ("time: timer ready") and the config's compile shared the GIL with
+it (aad7023:bench/results/first_minute_ab/2026-12-07-0900). None of it needs torch or the GPU,
 so a separate interpreter compiles the three kernels for the GPU's arch (Triton's compile-only
 driver, :mod:`.jit_warm`) and builds their launchers into Triton's cache from the worker's
-start, while the worker imports torch; the worker's timer waits for it (at most
-:data:`WAIT_S`) and then finds every compile in the cache. On an H100 host, in turns against
+start, while the worker imports torch; the worker's timer waits for it (at most :data:`WAIT_S`)
+and then finds every compile in the cache. On an H100 host, in turns against
 ``KTUNE_TIMER_AHEAD=0``: fla's first result 3.39 -> 2.95 s from spawn, new lower in 5 of 5
 pairs, "time: timer ready" 233 -> 4 ms; the subprocess was done 1.0 s after its start
 (bench/results/first_minute_ab/2026-12-07-1145, call 1 and its sampled timeline).
