@@ -204,3 +204,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     with _run_lock.hold(alone=item.get_closest_marker(run_plan.ALONE) is not None):
         return (yield)
 
+
+@pytest.fixture
+def fresh_ahead(monkeypatch):
+    """The timer's subprocess and Triton's key handoff as a fresh device worker has them: nothing
+    started, no key's pipe opened, the handoff's switch unset (tests/test_timer_ahead.py,
+    tests/test_key_ahead.py); afterwards, a pipe no test read is closed and a started subprocess
+    killed."""
+    import os
+
+    from jupyter_ktune.backends.triton import key_ahead, timer_ahead
+
+    pipe: list = []
+    monkeypatch.setattr(key_ahead, "_pipe", pipe)
+    monkeypatch.setattr(timer_ahead, "_started", [])
+    monkeypatch.setattr(timer_ahead, "_started_at", [])
+    monkeypatch.delenv(key_ahead.SWITCH_ENV, raising=False)
+    yield monkeypatch
+    for read, _start, _pid in pipe:
+        os.close(read)
+    for proc in timer_ahead._started:
+        if hasattr(proc, "kill"):  # not a stand-in for Popen's
+            proc.kill()
+            proc.wait()

@@ -25,25 +25,9 @@ from jupyter_ktune.backends.triton import jit_warm, key_ahead, timer_ahead
 pytest.importorskip("triton")
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """The modules as a fresh worker has them: nothing started, nothing handed."""
-    pipe: list = []
-    monkeypatch.setattr(key_ahead, "_pipe", pipe)
-    monkeypatch.setattr(timer_ahead, "_started", [])
-    monkeypatch.setattr(timer_ahead, "_started_at", [])
-    monkeypatch.delenv(key_ahead.SWITCH_ENV, raising=False)
-    yield monkeypatch
-    for read, _start, _pid in pipe:  # a pipe no test read
-        os.close(read)
-    for proc in timer_ahead._started:
-        if hasattr(proc, "kill"):  # not a stand-in for Popen's
-            proc.kill()
-            proc.wait()
-
 
 @pytest.fixture
-def hashing(fresh):
+def hashing(fresh_ahead):
     """Triton's hash replaced by a counting stand-in, in the module that defines it and where
     the autotuner bound it at its import (as Triton 3.6 and 3.9 do)."""
     import triton.runtime.autotuner as autotuner
@@ -56,8 +40,8 @@ def hashing(fresh):
 
     home = key_ahead.key_home()
     assert autotuner.triton_key is home.triton_key  # bound at import, before any install
-    fresh.setattr(home, "triton_key", triton_key)
-    fresh.setattr(autotuner, "triton_key", triton_key)
+    fresh_ahead.setattr(home, "triton_key", triton_key)
+    fresh_ahead.setattr(autotuner, "triton_key", triton_key)
     return calls
 
 
@@ -85,7 +69,7 @@ def _child(code: str) -> subprocess.Popen:
     return proc
 
 
-def test_the_subprocess_hands_the_key_this_process_hashes(fresh):
+def test_the_subprocess_hands_the_key_this_process_hashes(fresh_ahead):
     """The real subprocess, as a GPU worker starts it (here it then fails to find a driver)."""
     assert timer_ahead.start() is not None
     handed = key_ahead.receive(wait_s=120)
@@ -93,7 +77,7 @@ def test_the_subprocess_hands_the_key_this_process_hashes(fresh):
     assert handed == {"key": key_ahead.key_home().triton_key(), **_facts()}
 
 
-def test_the_key_is_handed_and_its_pipe_closed_before_the_build(fresh):
+def test_the_key_is_handed_and_its_pipe_closed_before_the_build(fresh_ahead):
     """The worker waits for the key, not for the compiles; and the compilers the build starts
     do not inherit the pipe (the worker sees its end at once)."""
     code = textwrap.dedent("""
@@ -184,13 +168,14 @@ def test_a_fork_leaves_the_workers_pipe_alone(hashing):
 
 
 @pytest.mark.parametrize("switch, handed", [("", True), ("1", True), ("0", False)])
-def test_the_switch_turns_the_handoff_off(fresh, switch, handed):
+def test_the_switch_turns_the_handoff_off(fresh_ahead, switch, handed):
     calls = []
-    fresh.setattr(timer_ahead, "nvidia_gpu_visible", lambda: True)
-    fresh.setenv(timer_ahead.COMPILE_ONLY_ENV, "")
-    fresh.setenv(timer_ahead.SWITCH_ENV, "")
-    fresh.setenv(key_ahead.SWITCH_ENV, switch)
-    fresh.setattr(subprocess, "Popen", lambda argv, **kw: calls.append((argv, kw)) or object())
+    fresh_ahead.setattr(timer_ahead, "nvidia_gpu_visible", lambda: True)
+    fresh_ahead.setenv(timer_ahead.COMPILE_ONLY_ENV, "")
+    fresh_ahead.setenv(timer_ahead.SWITCH_ENV, "")
+    fresh_ahead.setenv(key_ahead.SWITCH_ENV, switch)
+    fresh_ahead.setattr(subprocess, "Popen",
+                        lambda argv, **kw: calls.append((argv, kw)) or object())
     timer_ahead.start_in_worker()
     (argv, kw), = calls
     assert (key_ahead.FD_FLAG in argv) is handed
@@ -202,19 +187,19 @@ def test_the_switch_turns_the_handoff_off(fresh, switch, handed):
         assert time.monotonic() - clock < 0.1
 
 
-def test_no_timer_subprocess_no_handoff(fresh):
-    fresh.setattr(timer_ahead, "nvidia_gpu_visible", lambda: True)
-    fresh.setenv(timer_ahead.SWITCH_ENV, "0")
-    fresh.setattr(subprocess, "Popen", lambda argv, **kw: pytest.fail("started"))
+def test_no_timer_subprocess_no_handoff(fresh_ahead):
+    fresh_ahead.setattr(timer_ahead, "nvidia_gpu_visible", lambda: True)
+    fresh_ahead.setenv(timer_ahead.SWITCH_ENV, "0")
+    fresh_ahead.setattr(subprocess, "Popen", lambda argv, **kw: pytest.fail("started"))
     assert timer_ahead.start_in_worker() is None
     assert key_ahead._pipe == []
     assert key_ahead.take() is False
 
 
-def test_a_failed_start_leaves_no_pipe(fresh):
+def test_a_failed_start_leaves_no_pipe(fresh_ahead):
     def fail(argv, **kw):
         raise OSError("no interpreter")
 
-    fresh.setattr(subprocess, "Popen", fail)
+    fresh_ahead.setattr(subprocess, "Popen", fail)
     assert timer_ahead.start() is None
     assert key_ahead._pipe == []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ktune.backends.triton import key_ahead, timer_ahead
+from jupyter_ktune.backends.triton import timer_ahead
 
 L2 = 50 << 20  # an H100's
 
@@ -104,24 +104,13 @@ def test_a_misaligned_counter_is_a_miss(built):
     assert int(_run(tmp, "-c", LOOKUP, "view")) > 0
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """The module as a fresh worker has it: nothing started (nor a key's pipe opened)."""
-    pipe: list = []
-    monkeypatch.setattr(key_ahead, "_pipe", pipe)
-    monkeypatch.setattr(timer_ahead, "_started", [])
-    monkeypatch.setattr(timer_ahead, "_started_at", [])
-    yield monkeypatch
-    for read, _start, _pid in pipe:
-        os.close(read)
-
 
 def _as_started(proc: subprocess.Popen, age: float) -> None:
     timer_ahead._started.append(proc)
     timer_ahead._started_at.append(time.monotonic() - age)
 
 
-def test_the_worker_waits_until_the_deadline_after_the_start_and_no_longer(fresh):
+def test_the_worker_waits_until_the_deadline_after_the_start_and_no_longer(fresh_ahead):
     assert timer_ahead.wait_built() is None  # none started: nothing to wait for
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -135,7 +124,7 @@ def test_the_worker_waits_until_the_deadline_after_the_start_and_no_longer(fresh
 
 
 @pytest.mark.parametrize("code, built", [("0", True), ("3", False)])
-def test_the_exit_status_says_whether_it_built(fresh, code, built):
+def test_the_exit_status_says_whether_it_built(fresh_ahead, code, built):
     _as_started(subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"]), 0.0)
     assert timer_ahead.wait_built() is built
 
@@ -143,13 +132,13 @@ def test_the_exit_status_says_whether_it_built(fresh, code, built):
 @pytest.mark.parametrize("gpu, compile_only, switch, started", [
     (True, "", "", True), (False, "", "", False), (True, "1", "", False),
     (True, "", "0", False)])
-def test_only_a_device_worker_on_a_gpu_machine_starts_it(fresh, gpu, compile_only, switch,
+def test_only_a_device_worker_on_a_gpu_machine_starts_it(fresh_ahead, gpu, compile_only, switch,
                                                          started):
     calls = []
-    fresh.setattr(timer_ahead, "nvidia_gpu_visible", lambda: gpu)
-    fresh.setenv(timer_ahead.COMPILE_ONLY_ENV, compile_only)
-    fresh.setenv(timer_ahead.SWITCH_ENV, switch)
-    fresh.setattr(subprocess, "Popen", lambda argv, **kw: calls.append(argv) or object())
+    fresh_ahead.setattr(timer_ahead, "nvidia_gpu_visible", lambda: gpu)
+    fresh_ahead.setenv(timer_ahead.COMPILE_ONLY_ENV, compile_only)
+    fresh_ahead.setenv(timer_ahead.SWITCH_ENV, switch)
+    fresh_ahead.setattr(subprocess, "Popen", lambda argv, **kw: calls.append(argv) or object())
     timer_ahead.start_in_worker()
     timer_ahead.start_in_worker()
     assert len(calls) == (1 if started else 0)  # once per process
