@@ -82,6 +82,29 @@ def test_tapping_a_heatmap_cell_selects_its_config(panel):
     assert panel.controls.values == {"BLOCK": 1, "SWIZZLE": "none"}
 
 
+def test_a_tap_in_the_browser_asks_for_its_config_once(panel, monkeypatch):
+    """The tap as the browser sends it (the selection's change, through the heatmap's Bokeh
+    widget): one request, one more point in the history. jupyter_bokeh called the tap's
+    callback twice, so the panel asked twice (the session serves the newest pending request
+    only, so the first was mostly superseded, but not when the worker had already taken it)."""
+    panel.controls.widgets["SWIZZLE"].value = "64B"
+    panel.session.wait_idle()
+    before = len(panel.history)
+    asked = []
+    request = panel.session.request
+    monkeypatch.setattr(panel.session, "request",
+                        lambda *a, **k: asked.append(a) or request(*a, **k))
+    index = panel.heatmap.source.data["config"].index("BLOCK=1 SWIZZLE=none")
+    plots = panel.tabs.plots["Heatmap"]
+    plots._sync_model(plots, {"event": "jsevent", "kind": "ModelChanged", "attr": "indices",
+                              "model": {"id": panel.heatmap.source.selected.id},
+                              "new": [index]}, [])
+    panel.session.wait_idle()
+    assert len(asked) == 1
+    assert panel.result.config == {"BLOCK": 1, "SWIZZLE": "none"}
+    assert len(panel.history) == before + 1
+
+
 def test_a_cell_shared_by_configs_shows_the_best_and_a_tap_runs_exactly_it(worker):
     """Heatmap over BLOCK alone: SWIZZLE configs share a cell; the fastest is drawn and run."""
     src = SRC.replace("time.sleep(0.002 * BLOCK)", "time.sleep(0.002 * BLOCK + 0.0002 * SWIZZLE)")

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from bokeh.core.json_encoder import serialize_json
+from bokeh.core.serialization import Deserializer, Serialized
 from bokeh.models import ColumnDataSource
 from jupyter_bokeh.widgets import BokehModel
 
@@ -78,8 +79,28 @@ class LiveBokehModel(BokehModel):
 
     def _sync_model(self, model: BokehModel, content: dict[str, Any], buffers: list[Any]) -> None:
         """Apply a browser event, unless it would change a data source's data (module text)."""
-        if not self._changes_source_data(content):
+        if self._changes_source_data(content):
+            return
+        if content.get("event") == "jsevent" and content.get("kind") == "ModelChanged":
+            self._apply_change(content)
+        else:
             super()._sync_model(model, content, buffers)
+
+    def _apply_change(self, content: dict[str, Any]) -> None:
+        """A property the browser changed, set with this widget as its setter (no echo back).
+
+        jupyter_bokeh sets it and then calls the property's Python callbacks once more itself,
+        though setting it had called them: a heatmap tap asked for its config twice (the
+        session serves only the newest pending request, so the first mostly gave way, but not
+        once the worker had taken it: then the config ran twice for one tap)."""
+        assert self._document is not None
+        body = {k: v for k, v in content.items() if k != "event"}
+        event = Deserializer(list(self._document.models), setter=self).deserialize(
+            Serialized(content=body, buffers=[]))
+        target, attr = event["model"], event["attr"]
+        descriptor = target.lookup(attr)
+        new = descriptor.property.prepare_value(target, descriptor.name, event["new"])
+        descriptor._set(target, descriptor._get(target), new, setter=self)  # noqa: SLF001
 
     def _changes_source_data(self, content: dict[str, Any]) -> bool:
         kind = content.get("kind")
