@@ -305,24 +305,31 @@ test('Pin, then a slider move: the Compare tab shows both configs, their overlai
   const shown = (await status.boundingBox())!;
   console.log(`compare status top ${Math.round(shown.y)}, tab bar bottom ${Math.round(bar.y + bar.height)}`);
   expect(shown.y).toBeGreaterThanOrEqual(bar.y + bar.height - 2);
-  // both run-time distributions are drawn, each from its own interleaved runs
-  const bins = await page.evaluate(() => {
-    for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
-      for (const m of doc._all_models.values()) {
-        if (m.title?.text === 'interleaved runs: A pinned, B current') {
-          return (m.renderers as any[]).map(r => {
-            const data = r.data_source?.data;
-            const cols = (data instanceof Map ? [...data.values()] : Object.values(data ?? {})) as any[];
-            return cols.length ? cols[0].length : 0;
-          });
+  // both run-time distributions are drawn, each from its own interleaved runs: the figure's
+  // two sources come in patches of their own after the ratio's text (CompareView.show), so
+  // wait for them rather than read them once (read once, one was still empty under CI's load)
+  const compareBins = () =>
+    page.evaluate(() => {
+      for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
+        for (const m of doc._all_models.values()) {
+          if (m.title?.text === 'interleaved runs: A pinned, B current') {
+            return (m.renderers as any[]).map(r => {
+              const data = r.data_source?.data;
+              const cols = (data instanceof Map ? [...data.values()] : Object.values(data ?? {})) as any[];
+              return cols.length ? cols[0].length : 0;
+            });
+          }
         }
       }
-    }
-    return [];
-  });
-  console.log(`compare figure bins per renderer: ${JSON.stringify(bins)}`);
-  expect(bins.length).toBe(2);
-  expect(Math.min(...bins)).toBeGreaterThan(0);
+      return [] as number[];
+    });
+  await expect
+    .poll(async () => {
+      const bins = await compareBins();
+      return bins.length === 2 && Math.min(...bins) > 0;
+    }, { message: 'both compare distributions hold bins', timeout: 30000 })
+    .toBe(true);
+  console.log(`compare figure bins per renderer: ${JSON.stringify(await compareBins())}`);
   await panel.evaluate(e => e.scrollIntoView({ block: 'start' }));
   await status.scrollIntoViewIfNeeded(); // the tab scrolls: its head (the ratio) first
   await page.waitForTimeout(1000);
