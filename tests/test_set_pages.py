@@ -54,3 +54,35 @@ def test_a_set_drawn_ahead_is_taken_as_its_segments_pages():
     np.testing.assert_array_equal(drawn.expected["a"], want["a"] * 2)
     assert isinstance(drawn.expected["a"].base, mmap.mmap)
     assert not glob.glob(f"/dev/shm/{segment_prefix()}*"), "a segment's name was left"
+
+
+class _Fs:
+    """What os.statvfs says of a container's /dev/shm with ``free`` bytes left."""
+
+    def __init__(self, free: int):
+        self.f_frsize, self.f_bavail = 4096, free // 4096
+
+
+def test_a_set_that_does_not_fit_in_dev_shm_is_left_to_the_worker(monkeypatch):
+    from jupyter_ktune.runner import set_segments
+    from jupyter_ktune.runner.inputs_ahead import _draw_into_shared_memory
+
+    monkeypatch.setattr(set_segments.os, "statvfs", lambda _path: _Fs(64 << 20))
+    big = lambda: dict(a=np.ones((4096, 4096), np.float32), n=4096)  # noqa: E731 - 64 MiB
+    assert _draw_into_shared_memory(big, os.getpid()) is None  # written, it would be SIGBUS
+    assert not glob.glob(f"/dev/shm/{segment_prefix()}*"), "a segment was written anyway"
+    drawn = _draw_into_shared_memory(inputs, os.getpid())  # a small set still fits
+    assert drawn is not None
+    set_segments.take(drawn["args"])
+
+
+def test_a_reference_that_does_not_fit_leaves_its_outputs_to_the_worker(monkeypatch):
+    from jupyter_ktune.runner import set_segments
+    from jupyter_ktune.runner.inputs_ahead import _draw_into_shared_memory
+
+    room = iter([True, False])  # the set fits, its reference's outputs then do not
+    monkeypatch.setattr(set_segments, "room_for", lambda _n: next(room))
+    drawn = _draw_into_shared_memory(inputs, os.getpid(), reference, ("a",))
+    assert drawn is not None and drawn["expected"] is None
+    np.testing.assert_array_equal(set_segments.take(drawn["args"])["a"], inputs()["a"])
+    assert not glob.glob(f"/dev/shm/{segment_prefix()}*")

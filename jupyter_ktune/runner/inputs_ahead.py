@@ -37,7 +37,7 @@ import cloudpickle
 import numpy as np
 
 from jupyter_ktune.runner.device_modules import uses_device_arrays
-from jupyter_ktune.runner.set_segments import remove_orphans, share, take, unlink_own
+from jupyter_ktune.runner.set_segments import NoRoom, remove_orphans, share, take, unlink_own
 
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 # None too: a Triton kernel's absent optional pointer (fla's matmul: input=None) (issue 33)
@@ -97,14 +97,18 @@ def _draw_into_shared_memory(fn: Any, owner: int, reference: Any = None,
 
     Returns {"args": name -> ("shm", segment name, shape, dtype, order) for arrays and the value
     itself for scalars, "expected": the same for the reference's outputs or None, "reference_ms"};
-    None when the set is not host-only (the worker then stops drawing ahead). An exception of
+    None when the set is not host-only or /dev/shm cannot hold it (the worker then stops
+    drawing ahead; a reference's outputs that do not fit leave "expected" None). An exception of
     the inputs function travels back to the worker, which reports it as the function's own; one
     of the reference leaves "expected" None, and the worker runs it again to report it.
     """
     args = fn()
     if not isinstance(args, dict) or not host_only(args):
         return None
-    shared = share(args, owner)  # copied before the reference can write into the arrays
+    try:
+        shared = share(args, owner)  # copied before the reference can write into the arrays
+    except NoRoom:  # the worker draws its sets in place, as for a set that is not host-only
+        return None
     expected, ref_ms = None, None
     if reference is not None:
         from jupyter_ktune.measure.verify import reference_outputs

@@ -23,6 +23,27 @@ import numpy as np
 
 SEGMENT_PREFIX = "ktune_inputs_"  # + the worker's pid: a dead worker's segments are found again
 _SHM_DIR = "/dev/shm"  # where Linux keeps the named segments (:func:`mapped`)
+#: Free space left in the segments' file system after a set is written there (:func:`room_for`).
+ROOM_MARGIN = 16 << 20
+
+
+class NoRoom(Exception):
+    """The segments' file system cannot hold a set (a container's 64 MiB /dev/shm)."""
+
+
+def room_for(nbytes: int) -> bool:
+    """Whether ``nbytes`` of segments fit in /dev/shm now, :data:`ROOM_MARGIN` left over.
+
+    A segment is a file in a tmpfs: creating it reserves nothing, and a write past the file
+    system's size kills the writer with SIGBUS. Docker gives a container 64 MiB there unless
+    told otherwise, less than one 4096^2 fp32 set; and the worker now keeps the set it runs
+    mapped (:func:`mapped`) while the helper writes the next, so two sets live there at once.
+    True where there is no /dev/shm to ask (``shared_memory`` finds its own place)."""
+    try:
+        fs = os.statvfs(_SHM_DIR)
+    except OSError:
+        return True
+    return nbytes + ROOM_MARGIN <= fs.f_bavail * fs.f_frsize
 
 
 def segment_prefix() -> str:
@@ -36,7 +57,11 @@ def segment_prefix() -> str:
 
 
 def share(args: dict[str, Any], owner: int) -> dict[str, Any]:
-    """Put every array of ``args`` into a shared memory segment owned by the worker ``owner``."""
+    """Put every array of ``args`` into a shared memory segment owned by the worker ``owner``;
+    :class:`NoRoom` where /dev/shm cannot hold them all (nothing is written then)."""
+    need = sum(max(v.nbytes, 1) + mmap.PAGESIZE for v in args.values() if isinstance(v, np.ndarray))
+    if not room_for(need):
+        raise NoRoom(f"{need >> 20} MiB of input set do not fit in {_SHM_DIR}")
     out: dict[str, Any] = {}
     for name, v in args.items():
         if isinstance(v, np.ndarray):
