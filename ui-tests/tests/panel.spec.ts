@@ -10,6 +10,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Page } from '@playwright/test';
 import * as path from 'path';
 
+import { figuresByPanel } from './bokeh_figures';
 import { consoleErrors, openFixture, painted, runInNotebook7, settled, SHOTS } from './helpers';
 
 const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.ipynb');
@@ -17,65 +18,12 @@ const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.i
 test.use({ autoGoto: true, viewport: { width: 1600, height: 1000 } });
 test.setTimeout(300 * 1000);
 
-interface IFigure {
-  title: string;
-  rows: number;
-  visible: boolean;
-  inRange: boolean;
-}
-
-/** Per live panel in the page (its figures are in one Bokeh document per tab, each tagged
- * `ktune-panel-<id>`), in the order they were made: each figure's title, rows, visibility. */
-async function bokehDocs(page: Page): Promise<IFigure[][]> {
-  return page.evaluate(() => {
-    const B = (window as any).Bokeh;
-    if (!B) {
-      return [];
-    }
-    const panels = new Map<string, IFigure[]>();
-    const docs = (B.documents as any[]).map(doc => {
-      const figs: IFigure[] = [];
-      for (const m of doc._all_models.values()) {
-        if (m.type === 'Figure' || (m.constructor && m.constructor.__name__ === 'Figure')) {
-          let rows = 0;
-          for (const r of m.renderers) {
-            const ds = r.data_source;
-            if (ds && ds.data) {
-              const cols = (ds.data instanceof Map ? [...ds.data.values()] : Object.values(ds.data)) as any[];
-              rows += cols.length ? cols[0].length : 0;
-            }
-          }
-          // the data lies inside the axes: bars of the histogram, points of the history
-          let inRange = true;
-          for (const r of m.renderers) {
-            const ds = r.data_source;
-            const get = (k: string) => (ds?.data instanceof Map ? ds.data.get(k) : ds?.data?.[k]) as number[] | undefined;
-            const [left, right, t] = [get('left'), get('right'), get('t')];
-            if (left && right && left.length) {
-              inRange &&= m.x_range.start <= Math.min(...left) && Math.max(...right) <= m.x_range.end;
-            }
-            const ts = (t ? Array.from(t) : []).filter(v => Number.isFinite(v));
-            if (get('i') && ts.length) {
-              inRange &&= m.y_range.start <= Math.min(...ts) && Math.max(...ts) <= m.y_range.end;
-            }
-          }
-          figs.push({ title: m.title ? m.title.text : '?', rows, visible: m.visible !== false, inRange });
-          const tag = ((m.tags ?? []) as string[]).find(t => t.startsWith('ktune-panel-')) ?? '?';
-          panels.set(tag, [...(panels.get(tag) ?? []), figs[figs.length - 1]]);
-        }
-      }
-      return figs;
-    });
-    return docs.length ? [...panels.values()] : [];
-  });
-}
-
 /** Every visible figure of every panel that ran something holds data. */
 async function expectFiguresFilled(page: Page, panels: number): Promise<void> {
   await expect
     .poll(
       async () => {
-        const docs = await bokehDocs(page);
+        const docs = await figuresByPanel(page);
         const running = docs.filter(d => !d.some(f => f.title.startsWith('current variant: cannot run')));
         const empty = running.flatMap(d => d.filter(f => f.visible && f.rows === 0).map(f => f.title));
         const offAxes = running.flatMap(d => d.filter(f => !f.inRange).map(f => f.title));
@@ -207,7 +155,7 @@ test('a heatmap tap runs exactly the config drawn in the cell; the history holds
   expect(total).toBeGreaterThanOrEqual(15);
   await settled(page);
   await expect
-    .poll(async () => (await bokehDocs(page))[0].find(f => f.title.startsWith('every result'))!.rows, {
+    .poll(async () => (await figuresByPanel(page))[0].find(f => f.title.startsWith('every result'))!.rows, {
       timeout: 30000
     })
     .toBe(total);
@@ -265,7 +213,7 @@ test('a refused move keeps the sliders and says which config the plots show, wit
   await expect(panel.locator('.ktune-slider', { hasText: 'BLOCK' }).locator('.widget-readout')).toHaveText('1024');
   // the distribution figure is the shown config's: its title is the badge's median
   const median = (await panel.locator('.ktune-badge b').textContent())!.trim().split(' median')[0].trim();
-  const titles = (await bokehDocs(page))[0].map(f => f.title);
+  const titles = (await figuresByPanel(page))[0].map(f => f.title);
   expect(titles.some(t => t.startsWith(`median ${median}`))).toBe(true);
   await painted(page);
   await panel.screenshot({ path: `${SHOTS}/panel-refused-move.png` });

@@ -10,6 +10,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
+import { rowsByTitle } from './bokeh_figures';
 import { consoleErrors, openFixture, painted, runInNotebook7, settled, SHOTS } from './helpers';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -36,27 +37,6 @@ async function expectThisCheckout(page: IJupyterLabPageFixture, cell: number): P
   if (process.env.KTUNE_TEST_SOURCE === '1') {
     expect(printed).toContain(path.join(ROOT, 'jupyter_ktune'));
   }
-}
-
-/** The figures of the panels in the page: title and rows of data, by title. */
-async function figures(page: Page): Promise<Record<string, number>> {
-  return page.evaluate(() => {
-    const out: Record<string, number> = {};
-    for (const doc of ((window as any).Bokeh?.documents ?? []) as any[]) {
-      for (const m of doc._all_models.values()) {
-        if (m.title && m.renderers) {
-          let rows = 0;
-          for (const r of m.renderers) {
-            const data = r.data_source?.data;
-            const cols = (data instanceof Map ? [...data.values()] : Object.values(data ?? {})) as any[];
-            rows += cols.length ? cols[0].length : 0;
-          }
-          out[m.title.text] = rows;
-        }
-      }
-    }
-    return out;
-  });
 }
 
 /** The run-time histogram's bars (their span) and its title's median, in the axis's unit. */
@@ -150,16 +130,16 @@ test('dock: the same live figures beside the notebook, back after a reload witho
   expect(await liveDocs(page)).toBe(docs); // the same view moved, no second copy
 
   // a slider move in the dock updates the figures there: histogram title = badge, one more result
-  const before = (await figures(page))['every result (median)'];
+  const before = (await rowsByTitle(page))['every result (median)'];
   await moveSlider(page, dock, 'BLOCK');
   await expect(dock.locator('.ktune-badge code.ktune-shown')).toContainText('BLOCK=256', { timeout: 60000 });
   await settled(page);
-  await expect.poll(async () => (await figures(page))['every result (median)'], { timeout: 30000 }).toBe(before + 1);
+  await expect.poll(async () => (await rowsByTitle(page))['every result (median)'], { timeout: 30000 }).toBe(before + 1);
   // the histogram's title is the badge's median: it comes in an update of its own, after the
   // results plot's (TimingPanel.add, then show_current), so wait for it, never read it once
   // (read once, it still showed the previous variant's median under a loaded CI machine)
   const histogramMedian = async (): Promise<string> => {
-    const title = Object.keys(await figures(page)).find(t => t.startsWith('median '));
+    const title = Object.keys(await rowsByTitle(page)).find(t => t.startsWith('median '));
     return title ? title.split(' · ')[0].replace('median ', '') : '';
   };
   await expect
@@ -194,7 +174,7 @@ test('dock: the same live figures beside the notebook, back after a reload witho
   await page.evaluate(() => location.reload());
   await expect(page.locator('.jp-ktune-dock .ktune-panel')).toBeVisible({ timeout: 60000 });
   await expect(page.locator('.jp-ktune-dock .ktune-badge code.ktune-shown')).toContainText('BLOCK=256');
-  await expect.poll(async () => (await figures(page))['every result (median)'], { timeout: 30000 }).toBe(before + 1);
+  await expect.poll(async () => (await rowsByTitle(page))['every result (median)'], { timeout: 30000 }).toBe(before + 1);
   await page.waitForTimeout(3000);
   expect(errors.filter(e => /Failed to create view|reading 'require'/.test(e))).toEqual([]);
   await painted(page);
