@@ -1,7 +1,7 @@
 """A fresh worker imports its own request modules while it waits for the first request, and no
-backend: a fresh notebook's first Triton cell paid them inside its first request (its "triton
-device request", 0.13-0.18 s on an H100 host, bench/results/first_minute/2026-12-06-0934).
-Seen from outside, in the worker's memory map: nothing is asked of it but a ping."""
+backend: a fresh notebook's first Triton cell paid them inside its first request (its "triton device
+request", 0.13-0.18 s on an H100 host, bench/results/first_minute/2026-12-06-0934, 0cf38d4 in the
+history). Seen from outside, in the worker's memory map: nothing is asked of it but a ping."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The GPU's primary context, created on a thread while a fresh worker imports its backend.
 
-A fresh worker's first Triton cell imports torch (2.3-2.6 s on an H100 host), then asks torch
-for the device, which initialises the CUDA driver and the device's context: "device context",
-0.19 s of fla's first result in bench/results/first_minute/2026-12-06-0934. Neither needs the
-other: the driver's ``cuInit`` and ``cuDevicePrimaryCtxRetain`` are called here through
-ctypes, which releases the GIL around each call, so they run on another core while the
-import runs Python. torch, CuPy and Triton all use the device's primary context (the runtime
+A fresh worker's first Triton cell imports torch (2.3-2.6 s on an H100 host), then asks torch for
+the device, which initialises the CUDA driver and the device's context: "device context", 0.19 s of
+fla's first result in bench/results/first_minute/2026-12-06-0934 (0cf38d4 in the history). Neither
+needs the other: the driver's ``cuInit`` and ``cuDevicePrimaryCtxRetain`` are called here through
+ctypes, which releases the GIL around each call, so they run on another core while the import runs
+Python. torch, CuPy and Triton all use the device's primary context (the runtime
 API's), so they find the driver initialised and the context made. On an H100 host, medians
 of 5 fresh processes a side (4 for the CUDA cell): fla's "device context" 195 -> 15 ms
 (c65966b:bench/results/first_minute_ab/2026-12-06-1235); the CUDA C++ cell's 230 -> 110 ms,

@@ -64,10 +64,10 @@ def _import_while_idle() -> None:
     """Import the worker's own request modules on a thread once it is ready: the first request
     paid them (NumPy, the runner, the measurements: 0.13-0.18 s of a fresh notebook's first
     Triton cell on an H100 host, its "triton device request" in bench/results/first_minute/
-    2026-12-06-0934; 0.3 s on a 2-core machine), while the worker waited idle between its start
-    and the cell's first request. No backend (no torch, Triton, CuPy or JAX): which one the
-    cell needs, and Triton's mode, are the request's. The ready message goes first, so the
-    worker's start costs what it did."""
+    2026-12-06-0934, 0cf38d4 in the history; 0.3 s on a 2-core machine), while the worker waited
+    idle between its start and the cell's first request. No backend (no torch, Triton, CuPy or
+    JAX): which one the cell needs, and Triton's mode, are the request's. The ready message goes
+    first, so the worker's start costs what it did."""
     def run() -> None:
         with contextlib.suppress(Exception):  # the request imports them again, and reports
             import jupyter_ktune.runner.execute  # noqa: F401
