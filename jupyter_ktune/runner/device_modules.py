@@ -3,7 +3,7 @@
 The input helper (:mod:`.inputs_ahead`) draws the next random set while the worker times, and
 runs a host reference on it. A function that uses a device array API must not run there: its
 GPU work would land inside the worker's timed runs. It runs in the worker, which owns the
-device, and the helper sees no device at all (:func:`~.input_helper.helper_env`).
+device, and the helper sees no device at all (:func:`~.inputs_ahead.helper_env`).
 
 A function names a package through its globals or closure (``torch`` imported in the notebook)
 or through an ``import`` in its own body, as Kernel Tuner's convolution cell's reference does

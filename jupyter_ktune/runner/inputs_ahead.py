@@ -17,7 +17,7 @@ takes seconds, and run in the worker it sat inside the first config's request of
 reference written against a device array API (torch, CuPy, JAX: :func:`uses_device_arrays`) is
 left to the worker, which owns the device (:mod:`.device_modules`, which also reads the imports
 in a function's own body). The helper never opens a device context: it runs with every device
-hidden (:func:`.input_helper.helper_env`).
+hidden (:func:`helper_env`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import concurrent.futures as cf
 import os
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -36,12 +37,12 @@ import cloudpickle
 import numpy as np
 
 from jupyter_ktune.runner.device_modules import uses_device_arrays
-from jupyter_ktune.runner.input_helper import adopt, helpers, spawn
 from jupyter_ktune.runner.set_segments import NoRoom, remove_orphans, share, take, unlink_own
 
 MAX_BYTES = 2 << 30  # the drawn set and the one in use are both in host memory
 # None too: a Triton kernel's absent optional pointer (fla's matmul: input=None) (issue 33)
 _SCALARS = (int, float, complex, bool, str, bytes, np.generic, type(None))
+_helpers: set[subprocess.Popen] = set()  # live helper processes of this worker (abandon)
 
 
 def host_only(args: dict[str, Any]) -> bool:
@@ -56,6 +57,14 @@ def host_only(args: dict[str, Any]) -> bool:
         elif not isinstance(v, _SCALARS):
             return False
     return total <= MAX_BYTES
+
+
+def helper_env() -> dict[str, str]:
+    """The helper's environment: the worker's, with every device hidden. Only host work belongs
+    there; a function that reaches a device anyway (through a module the names do not show) then
+    fails in the helper, and the worker draws or checks that set itself, on the device."""
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "",
+            "JAX_PLATFORMS": "cpu"}
 
 
 def draw_job(inputs_fn: Any, reference: Any = None, outputs: tuple[str, ...] = ()) -> bytes:
@@ -143,7 +152,15 @@ class InputsAhead:
             return
         self.close()
         remove_orphans()
-        self._proc, self._conn = adopt() or spawn()  # the one the worker started, if alive
+        mine, theirs = socket.socketpair()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from jupyter_ktune.runner.inputs_ahead import "
+             "serve; serve(int(sys.argv[1]), int(sys.argv[2]))", str(theirs.fileno()),
+             str(os.getpid())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=helper_env())
+        _helpers.add(self._proc)
+        theirs.close()
+        self._conn = Connection(mine.detach())
         self._reader = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktune-ahead")
 
     def warm(self) -> None:
@@ -237,7 +254,7 @@ class InputsAhead:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
-            helpers.discard(self._proc)
+            _helpers.discard(self._proc)
             self._proc = None
         if self._conn is not None:
             self._conn.close()
@@ -253,7 +270,6 @@ def serve(fd: int, parent: int | None = None) -> None:
         _die_with(parent)
     os.nice(10)  # background work: the worker's launches come first on a busy host
     conn = Connection(socket.socket(fileno=fd).detach())
-    _import_ahead()
     while True:
         try:
             owner, job = cloudpickle.loads(conn.recv_bytes())
@@ -266,15 +282,6 @@ def serve(fd: int, parent: int | None = None) -> None:
         except BaseException as exc:  # noqa: BLE001 - the worker draws again and reports it
             reply = ("error", f"{type(exc).__name__}: {exc}")
         conn.send_bytes(cloudpickle.dumps(reply))
-
-
-def _import_ahead() -> None:
-    """What a draw imports, imported while no job is asked: a helper started with the worker
-    (:mod:`.input_helper`) waits for the cell's first job, which then starts drawing at once
-    (``numpy.random`` 92 ms of the first draw on an H100 host, in 2026-12-07-1459's call 3)."""
-    import numpy.random  # noqa: F401 - the draw's usual module, lazily imported by NumPy
-
-    import jupyter_ktune.measure.verify  # noqa: F401 - the reference's outputs are read there
 
 
 def _die_with(parent: int) -> None:
@@ -293,7 +300,7 @@ def abandon() -> None:
     The worker exits with ``os._exit`` when its notebook dies; without this, a set drawn ahead
     stayed in /dev/shm until another client started (issue 15).
     """
-    for proc in list(helpers):
+    for proc in list(_helpers):
         try:
             proc.kill()
             proc.wait(timeout=2)

@@ -46,10 +46,7 @@ import time
 import traceback
 from typing import Any
 
-from jupyter_ktune.runner import (  # the standard library only: the worker's start pays nothing
-    input_helper,
-    torch_warm,
-)
+from jupyter_ktune.runner import torch_warm  # sys only: the worker's start pays nothing
 
 # Before anything imports JAX or Triton: never grab all GPU memory, and leave room for others.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -269,7 +266,6 @@ def main(fd: int) -> None:
     # the ready time lets the client measure the start alone, not the wait for a first request
     conn.send_bytes(pack_message(0, ("ready", os.getpid(), time.time())))
     _import_while_idle()
-    input_helper.start_ahead()  # on this thread: the helper dies with the thread that made it
     while True:
         try:
             data = conn.recv_bytes()
