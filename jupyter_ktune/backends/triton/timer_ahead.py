@@ -12,7 +12,7 @@ start, while the worker imports torch; the worker's timer waits for it (at most 
 and then finds every compile in the cache. On an H100 host, in turns against
 ``KTUNE_TIMER_AHEAD=0``: fla's first result 3.39 -> 2.95 s from spawn, new lower in 5 of 5
 pairs, "time: timer ready" 233 -> 4 ms; the subprocess was done 1.0 s after its start
-(bench/results/first_minute_ab/2026-12-07-1145, call 1 and its sampled timeline).
+(bench/results/first_minute_ab/2026-12-07-1145 in 66427e1's tree, call 1 and its sampled timeline).
 
 torch is kept out of the subprocess: Triton 3.6 imports it at its first specialisation (0.9 s
 here), which would end the build about when the worker's own import ends. Arrays are then
