@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from first_minute_cells import FLA_MATMUL, cell
+from first_minute_targets import print_verdicts
 from first_minute_trace import guest_after, trace_cell, trace_tune, worker_start
 from first_phases import median_phases, print_first_cells
 
@@ -334,6 +335,7 @@ def print_table(out: dict) -> None:
                   f", {_num(s['opened_cell_wait_s'], 1)} s in one opened {out['opened_s']:g} s "
                   "before (its backends sent at kernel start)")
     print_first_cells(out["kernels"])
+    print_verdicts(out["kernels"])
 
 
 def main() -> int:
