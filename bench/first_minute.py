@@ -206,19 +206,24 @@ def _spec(name: str) -> Any:
     return jupyter_ktune.parse_cell(line, body, {"inputs": inputs, "reference": reference})
 
 
-def same_method(name: str, winner: dict | None) -> float | None:
-    """A winner (either side's) timed by ktune's protocol in this process."""
+def same_method(name: str, winner: dict | None) -> dict[str, Any]:
+    """A winner (either side's) timed by ktune's protocol in this process: its median and the
+    median's 95 % confidence interval ({} where it could not be timed), for the targets'
+    "the same winner or one within the CI" (``first_minute_targets``)."""
     if not winner:
-        return None
+        return {}
     from jupyter_ktune.api import run_kernel
 
     spec = _spec(name)
     try:
         config = spec.space.config({k: v for k, v in winner.items() if k in spec.space.names})
     except Exception:  # noqa: BLE001 - outside the declared space
-        return None
+        return {}
     r = run_kernel(spec.with_options(budget_ms=50), config)
-    return r.median_ms
+    if r.measurement is None:
+        return {}
+    timing = r.measurement.timing
+    return {"median_ms": timing.median_ms, "ci_ms": list(timing.median_ci_ms())}
 
 
 #: ``--bytecode``: the folder every side reads and writes Python's bytecode in (None: as the
@@ -300,9 +305,12 @@ def compare_kernel(n: str, reps: int, cell_reps: int, opened_s: float = 0.0,
         "ktune_fresh_total_s": med(swept, "fresh_total_s"),
         "anchor_call_s": med(t, "call_s") if not cuda else None,
         "anchor_fresh_total_s": med(t, "fresh_total_s"),
-        "winner": winner, "anchor_winner": theirs,
-        "winner_ms_by_ktune": same_method(n, winner),
-        "anchor_winner_ms_by_ktune": same_method(n, theirs)}
+        "winner": winner, "anchor_winner": theirs}
+    ours, anchors = same_method(n, winner), same_method(n, theirs)
+    summary.update({"winner_ms_by_ktune": ours.get("median_ms"),
+                    "winner_ci_ms_by_ktune": ours.get("ci_ms"),
+                    "anchor_winner_ms_by_ktune": anchors.get("median_ms"),
+                    "anchor_winner_ci_ms_by_ktune": anchors.get("ci_ms")})
     if summary["anchor_call_s"] and summary["sweep_wall_s"]:
         summary["notebook_order_ratio"] = summary["anchor_call_s"] / summary["sweep_wall_s"]
     if summary["anchor_fresh_total_s"] and summary["ktune_fresh_total_s"]:

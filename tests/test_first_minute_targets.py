@@ -66,3 +66,23 @@ def test_a_recorded_runs_summaries_are_read_back():
     found = summaries_in(text)
     assert list(found) == ["fla-matmul", "kt-convolution"]
     assert found["kt-convolution"]["summary"]["fresh_ratio"] == 5.43
+
+
+def test_a_triton_winner_may_differ_where_it_is_faster_or_within_the_ci():
+    other = {**FLA, "anchor_winner": {"BM": 64, "BN": 256, "num_warps": 8}}
+    faster = verdicts("fla-matmul", {**other, "winner_ms_by_ktune": 0.19,
+                                     "anchor_winner_ms_by_ktune": 0.20})[-1]
+    assert faster.met is True and "ktune's pick faster" in faster.why
+    slower = {**other, "winner_ms_by_ktune": 0.201, "anchor_winner_ms_by_ktune": 0.200}
+    inside = verdicts("fla-matmul", {**slower,
+                                     "anchor_winner_ci_ms_by_ktune": [0.198, 0.202]})[-1]
+    assert inside.met is True and "inside the anchor pick's CI [198.0, 202.0] us" in inside.why
+    outside = verdicts("fla-matmul", {**slower,
+                                      "anchor_winner_ci_ms_by_ktune": [0.199, 0.2005]})[-1]
+    assert outside.met is False and "the anchor's pick faster" in outside.why
+    assert verdicts("fla-matmul", slower)[-1].met is False  # no CI recorded: not within it
+    untimed = verdicts("fla-matmul", {**other, "winner_ms_by_ktune": None})[-1]
+    assert untimed.met is None
+    cuda = verdicts("kt-convolution", {**CONV, "winner_ms_by_ktune": 0.39,
+                                       "anchor_winner_ms_by_ktune": 0.41})[-1]
+    assert cuda.met is False  # Kernel Tuner's target asks for the same winner
