@@ -263,14 +263,11 @@ def warm_cache_key() -> bool:
     caller (the key thread) waits for it instead of hashing, holding the lock: a caller that
     came meanwhile would otherwise hash beside the wait, which is what the handoff saves.
     """
-    import importlib
-
     with _key_lock:
         key_ahead.take()  # once per process; where it installs nothing, the hash below
-        for where in ("triton.runtime.cache", "triton.compiler.compiler"):
-            # any failure: on the key thread it would print a traceback in the worker's log,
-            # and the compile that needs the key raises it again where it is reported
-            with contextlib.suppress(Exception):
-                importlib.import_module(where).triton_key()
-                return True
+        # any failure: on the key thread it would print a traceback in the worker's log, and
+        # the compile that needs the key raises it again where it is reported
+        with contextlib.suppress(Exception):
+            key_ahead.key_home().triton_key()
+            return True
     return False
