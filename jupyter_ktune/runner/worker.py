@@ -129,9 +129,9 @@ def _handle(msg: tuple) -> tuple:
         from jupyter_ktune.runner.static_reports import build_ahead
 
         _, spec, config, key = msg
-        taken = key is not None and first_set_is(key, spec)
-        if taken and config is not None:  # its argument types at hand: no draw of its own
-            build_ahead(spec, config)
+        # its argument types at hand (the set kept, before its checks): no draw of its own
+        taken = key is not None and first_set_is(
+            key, spec, None if config is None else lambda: build_ahead(spec, config))
         if config is not None:
             with contextlib.suppress(Exception):  # the run launches as it always did
                 _first_launch_quick(spec, config)
