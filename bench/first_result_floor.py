@@ -44,9 +44,16 @@ def fla_matmul(mark) -> dict:  # noqa: ANN001 - mark(label) records the time sin
     mark("import torch")
     import triton
     mark("import triton")
-    importlib.import_module("fla.ops.utils.matmul")
+    if os.environ.get("KTUNE_FLOOR_LEAN") == "1":  # only the cell's module, as the worker does
+        from jupyter_ktune.lean_import import lean
+
+        with lean("fla"):
+            importlib.import_module("fla.ops.utils.matmul")
+        mark("import fla's module (lean)")
+    else:
+        importlib.import_module("fla.ops.utils.matmul")
+        mark("import fla's module")
     module = sys.modules["fla.ops.utils.matmul"]  # the package's function shadows the module
-    mark("import fla's module")
     import numpy as np
     from first_minute_cells import fla_matmul_inputs
 
@@ -120,7 +127,8 @@ def spawn(kernel: str, pyc: Path) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="ktune-floor-"))
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp / "triton"),
            "CUPY_CACHE_DIR": str(tmp / "cupy"), "PYTHONPYCACHEPREFIX": str(pyc),
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent),  # --lean's import
+                                          os.environ.get("PYTHONPATH", "")]),
            "KTUNE_FLOOR_T0": repr(time.time())}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     p = subprocess.run([sys.executable, __file__, "--child", kernel], env=env, cwd=tmp,
@@ -133,11 +141,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernel", choices=sorted(KERNELS), default="fla-matmul")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--lean", action="store_true",
+                    help="import only fla's cell module, not its package's __init__ files, as "
+                         "the notebook's worker does (jupyter_ktune.lean_import)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a.child)
         return 0
+    if a.lean:
+        os.environ["KTUNE_FLOOR_LEAN"] = "1"
     pyc = Path(tempfile.mkdtemp(prefix="ktune-floor-pyc-"))
     print("bytecode filled (untimed)", json.dumps(spawn(a.kernel, pyc)))
     rows = []
