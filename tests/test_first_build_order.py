@@ -132,3 +132,16 @@ def test_the_panel_claims_the_set_before_it_sends_the_pools_tasks(tmp_path, monk
             assert seen.index("run") > claim, seen
         finally:
             panel.session.close()
+
+
+def test_a_build_that_fails_to_start_leaves_the_set_checked_and_kept(monkeypatch, order):
+    monkeypatch.setattr(input_sets, "_ahead", _Ahead(inputs()))
+
+    def build():
+        order.append("built")
+        raise RuntimeError("no build today")
+
+    spec = _spec()
+    assert input_sets.first_set_is("key", spec, build)
+    assert order == ["built", "checked"]
+    assert input_sets.last_set(input_sets.io_key(spec)) is not None, "the run would draw again"

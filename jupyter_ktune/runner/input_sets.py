@@ -11,6 +11,7 @@ inputs and the expected outputs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
@@ -127,7 +128,8 @@ def first_set_is(key: str, spec: KernelSpec, then: Callable[[], Any] | None = No
     import and the first compile, bench/results/first_minute_ab/2026-12-07-1459 call 3), and a
     set that fails them fails the run anyway, which then says why. Still being drawn, the run
     takes it if it is back by its draw (``draw_inputs``), and ``then`` is called at once. Not
-    the cell's set: ``then`` is not called."""
+    the cell's set: ``then`` is not called. A ``then`` that raises before the checks costs
+    nothing but its build: the set is still checked and kept for the run."""
     io = io_key(spec)
     if not _ahead.rename(key, io, AHEAD_MAX_AGE_S):  # an older one: a cell that never ran
         return False
@@ -137,7 +139,8 @@ def first_set_is(key: str, spec: KernelSpec, then: Callable[[], Any] | None = No
         if drawn is not None:
             if early and isinstance(drawn.args, dict):
                 keep_inputs(spec.inputs, drawn.args)
-                then()
+                with contextlib.suppress(Exception):  # a build ahead never costs the set
+                    then()
                 then = None
             args = checked_inputs(spec, Config({}), drawn.args)
             _last_inputs.clear()
