@@ -47,17 +47,22 @@ class _Ahead:
         return DrawnSet(self.args)
 
 
+def _noted(monkeypatch, owner, name, seen, label):
+    """``owner.name`` replaced by itself, noting ``label`` in ``seen`` at each call."""
+    real = getattr(owner, name)
+
+    def noted(*args, **kwargs):
+        seen.append(label)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, noted)
+
+
 @pytest.fixture
 def order(monkeypatch):
     """What happened, in order: the zero check of the set and the build (``then``)."""
     seen: list[str] = []
-    real = input_sets.zero_inputs
-
-    def zero_inputs(args, outputs):
-        seen.append("checked")
-        return real(args, outputs)
-
-    monkeypatch.setattr(input_sets, "zero_inputs", zero_inputs)
+    _noted(monkeypatch, input_sets, "zero_inputs", seen, "checked")
     monkeypatch.setattr(input_sets, "draw_next", lambda *a: None)
     monkeypatch.setattr(input_sets, "_last_inputs", {})
     return seen
@@ -109,13 +114,7 @@ def test_the_panel_claims_the_set_before_it_sends_the_pools_tasks(tmp_path, monk
     if not claim_first:
         monkeypatch.setenv(start.CLAIM_FIRST_ENV, "0")
     seen: list[str] = []
-    real_warm = pool_warm.warm_pool
-
-    def warm_pool(spec, device):
-        seen.append("pool")
-        return real_warm(spec, device)
-
-    monkeypatch.setattr(pool_warm, "warm_pool", warm_pool)
+    _noted(monkeypatch, pool_warm, "warm_pool", seen, "pool")
     with DeviceWorker() as w:
         monkeypatch.setattr(client, "_default", w)
         real = w.request
