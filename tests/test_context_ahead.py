@@ -71,13 +71,16 @@ def test_no_libcuda_is_no_error_for_the_cell(fresh):
     assert context_ahead.RESULT["error"].startswith("libcuda")
 
 
-@pytest.mark.parametrize("gpu, compile_only, started", [
-    (True, "", True), (False, "", False), (True, "1", False)])
-def test_only_a_device_worker_on_a_gpu_machine_starts_it(fresh, gpu, compile_only, started):
+@pytest.mark.parametrize("gpu, compile_only, started, switch", [
+    (True, "", True, "1"), (False, "", False, "1"), (True, "1", False, "1"),
+    (True, "", False, "0")])  # KTUNE_CONTEXT_AHEAD=0: off, to compare on a device
+def test_only_a_device_worker_on_a_gpu_machine_starts_it(fresh, gpu, compile_only, started,
+                                                         switch):
     driver = FakeDriver()
     fresh.setattr(ctypes, "CDLL", lambda name: driver)
     fresh.setattr(context_ahead, "nvidia_gpu_visible", lambda: gpu)
     fresh.setenv(context_ahead.COMPILE_ONLY_ENV, compile_only)
+    fresh.setenv(context_ahead.SWITCH_ENV, switch)
     context_ahead.start_in_worker()
     if context_ahead._started:
         context_ahead._started[0].join(5)
@@ -117,10 +120,11 @@ def test_a_cuda_worker_starts_it_before_cupys_import(fresh):
     assert calls == [True, True]
 
 
-@pytest.mark.parametrize("gpu, compile_only, started", [
-    (True, "", True), (False, "", False), (True, "1", False)])
+@pytest.mark.parametrize("gpu, compile_only, started, switch", [
+    (True, "", True, "1"), (False, "", False, "1"), (True, "1", False, "1"),
+    (True, "", False, "0")])  # KTUNE_UTILS_AHEAD=0: off, to compare on a device
 def test_triton_driver_utilities_are_built_in_a_subprocess_in_a_gpu_worker_only(
-        fresh, gpu, compile_only, started):
+        fresh, gpu, compile_only, started, switch):
     """Triton's ``cuda_utils`` build (a C compile on a cold cache) runs in an interpreter of its
     own, once per worker, in the worker of a GPU machine only."""
     import subprocess
@@ -140,6 +144,7 @@ def test_triton_driver_utilities_are_built_in_a_subprocess_in_a_gpu_worker_only(
     fresh.setattr(utils_ahead, "_started", [])
     fresh.setattr(utils_ahead, "nvidia_gpu_visible", lambda: gpu)
     fresh.setenv(utils_ahead.COMPILE_ONLY_ENV, compile_only)
+    fresh.setenv(utils_ahead.SWITCH_ENV, switch)
     first, again = utils_ahead.start_in_worker(), utils_ahead.start_in_worker()
     assert (first is not None) is started and again is first
     assert spawned == ([[sys.executable, "-c", utils_ahead.BUILD]] if started else [])

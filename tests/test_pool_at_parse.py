@@ -87,3 +87,12 @@ def test_no_pool_where_no_gpu_runs_the_variants(events):
     spec = parse_cell("double --backend triton", CELL, {})
     describe.describe_in_worker(spec, Worker(events, None))
     assert events == ["device", "describe"]
+
+
+def test_the_switch_leaves_the_pools_start_to_the_panel(events, monkeypatch):
+    """``KTUNE_POOL_AT_PARSE=0`` (to compare on a device): no pool at parse; the panel's
+    ``warm_pool`` starts it, every process importing the module."""
+    monkeypatch.setenv(pool_warm.POOL_AT_PARSE_ENV, "0")
+    spec = parse_cell("double --backend triton", CELL, {})
+    describe.describe_in_worker(spec, Worker(events, (9, 0)))
+    assert events == ["device", "describe"]

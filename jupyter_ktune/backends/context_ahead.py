@@ -28,12 +28,14 @@ from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, nvidia_gpu_visible
 _started: list[threading.Thread] = []
 _lock = threading.Lock()
 RESULT: dict[str, object] = {}  # "error": the driver call that failed, or "context": True
+SWITCH_ENV = "KTUNE_CONTEXT_AHEAD"  # "0": the backend opens the context itself (to compare)
 
 
 def start_in_worker() -> None:
     """:func:`start`, in a device worker on a machine that shows a GPU; nothing in a
     compile-only process or where no GPU is visible."""
-    if nvidia_gpu_visible() and not os.environ.get(COMPILE_ONLY_ENV):
+    if nvidia_gpu_visible() and not os.environ.get(COMPILE_ONLY_ENV) \
+            and os.environ.get(SWITCH_ENV) != "0":
         start()
 
 

@@ -134,6 +134,7 @@ def read_hints(future: Future | None, wait_s: float = 0.0) -> Any:
 #: (bench/results/corpus_vs_autotune/2026-12-04-1959). Two are enough for Autotune's first
 #: results; :func:`warm_pool` has the rest import it once the worker has.
 PARSE_PRELOADERS = 2
+POOL_AT_PARSE_ENV = "KTUNE_POOL_AT_PARSE"  # "0": the pool starts with warm_pool (to compare)
 
 
 def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor | None:
@@ -146,7 +147,11 @@ def start_pool_at_parse(spec: KernelSpec, device: Any) -> cf.ProcessPoolExecutor
     first_minute/2026-12-04-1554, in the history at faf832e). Started here, the imports run
     beside the worker's, in :data:`PARSE_PRELOADERS` processes only. The argument types are
     not read yet: the spec's space is not complete before the describe answers;
-    :func:`warm_pool` sends that task with the complete spec."""
+    :func:`warm_pool` sends that task with the complete spec. ``KTUNE_POOL_AT_PARSE=0``: none
+    here, the pool starts with :func:`warm_pool` (to compare: its imports run beside the
+    worker's import of torch)."""
+    if os.environ.get(POOL_AT_PARSE_ENV) == "0":
+        return None
     pool = _pool_for(spec, device)
     if pool is not None:
         preload_pool(pool, spec, PARSE_PRELOADERS)

@@ -26,13 +26,15 @@ import threading
 from jupyter_ktune.backends.base import COMPILE_ONLY_ENV, nvidia_gpu_visible
 
 BUILD = "from triton.backends.nvidia.driver import CudaUtils; CudaUtils()"
+SWITCH_ENV = "KTUNE_UTILS_AHEAD"  # "0": no subprocess, the worker builds them itself (to compare)
 _started: list[subprocess.Popen] = []
 _lock = threading.Lock()
 
 
 def start_in_worker() -> subprocess.Popen | None:
     """Start the build in a device worker on a GPU machine (the process, or None)."""
-    if not nvidia_gpu_visible() or os.environ.get(COMPILE_ONLY_ENV):
+    if not nvidia_gpu_visible() or os.environ.get(COMPILE_ONLY_ENV) \
+            or os.environ.get(SWITCH_ENV) == "0":
         return None
     with _lock:
         if _started:
