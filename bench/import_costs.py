@@ -9,6 +9,12 @@ caches (a user's very first minute), so the phases of ``first_minute.py`` can be
 the floor each step sets. It also says whether the installed torch has its bytecode compiled
 (a read-only folder without ``__pycache__`` recompiles every module in every process).
 
+The "import torch beside ..." steps time torch's import beside each thing a fresh Triton
+worker runs beside its own (the context thread's cuInit, the timer's Triton subprocess, the
+compile pool's two preloading imports, the input helper's NumPy draw), and beside all four:
+which of them makes the worker's import slower than a bare one
+(``--steps "import torch"`` runs only those and the bare import).
+
 Each step is timed inside its process (``time.perf_counter`` around the step, after the steps
 it needs); the process's whole wall time, interpreter start included, is printed beside it.
 
@@ -32,11 +38,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: a process started just before the timed part, running ``{}`` beside it (on the step's
+#: pipes, so the step ends when it does and the next step runs alone)
+_BESIDE = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', {!r}])"
+_TRITON = "import triton; from triton.runtime.cache import triton_key; triton_key()"
+_DRAW = "import numpy as np; [np.random.rand(4096, 4096) for _ in range(4)]"
+
 #: step name -> (code run before the timed part, the timed part)
 STEPS: dict[str, tuple[str, str]] = {
     "interpreter only": ("", "pass"),
     "import jupyter_ktune (the %load_ext)": ("", "import jupyter_ktune, IPython"),
     "import torch": ("", "import torch"),
+    # What runs beside the device worker's import of torch in a fresh Triton cell, each alone
+    # beside a bare import: in the H200 run of first_minute/2026-12-07-1739 the worker's import
+    # took 1.86 s against 1.29 s in the anchor's bare process.
+    "import torch beside the context thread (cuInit)": (
+        "from jupyter_ktune.backends import context_ahead; context_ahead.start()",
+        "import torch"),
+    "import torch beside a Triton process (timer's)": (_BESIDE.format(_TRITON), "import torch"),
+    "import torch beside two torch imports (pool's)": (
+        _BESIDE.format("import torch") + "; " + _BESIDE.format("import torch"), "import torch"),
+    "import torch beside a NumPy draw (helper's)": (_BESIDE.format(_DRAW), "import torch"),
+    "import torch beside all four": (
+        "from jupyter_ktune.backends import context_ahead; context_ahead.start(); "
+        + "; ".join(_BESIDE.format(c) for c in (_TRITON, "import torch", "import torch",
+                                                 _DRAW)), "import torch"),
     "import triton (torch first)": ("import torch", "import triton"),
     "import triton alone": ("", "import triton"),
     "torch CUDA context": ("import torch", "torch.cuda.get_device_properties(0)"),
