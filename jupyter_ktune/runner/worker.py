@@ -24,7 +24,8 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
   (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
   build of ``config``, which a panel is about to run, starts meanwhile
-  (``static_reports.build_ahead``); where the backend builds a host launcher per signature,
+  (``static_reports.build_ahead``), as soon as the set is kept and before its checks
+  (``input_sets.first_set_is``); where the backend builds a host launcher per signature,
   that run launches without waiting for it (:func:`_first_launch_quick`)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
