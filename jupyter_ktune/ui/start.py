@@ -25,11 +25,12 @@ from jupyter_ktune.tuning.pool_warm import start_pool_at_parse
 
 _live: dict[Any, Any] = {}  # what a new panel replaces -> its live panel
 #: "0": the compile pool's tasks are sent before the first set is claimed (to compare,
-#: ``bench/first_minute_ab.py --base-env``). Sent first, their pickling on the pool's threads
-#: held the notebook's GIL while it sent the claim that starts the first build (the pool's
-#: submit thread ran 121 ms from 2.13 s, the queue feeder from 2.30 s, and the build started
-#: at 2.38 s, 0.28 s after torch's import ended: fla on an H100 host,
-#: bench/results/first_minute_ab/2026-12-07-1459 call 3).
+#: ``bench/first_minute_ab.py --base-env``). Sent first, the pool's threads were busy while the
+#: notebook sent the claim that starts the first build (the pool's submit thread ran Python for
+#: 121 ms from 2.13 s, its queue feeder from 2.30 s, and the build started at 2.38 s, 0.28 s
+#: after torch's import ended: fla on an H100 host, bench/results/first_minute_ab/2026-12-07-1459
+#: call 3). Pickling a task is not the cost (0.05-0.2 ms for fla's cell); whether the threads
+#: held the GIL there, the sampler cannot tell, and the order's effect is not measured yet.
 CLAIM_FIRST_ENV = "KTUNE_CLAIM_FIRST"
 _measuring = threading.Lock()  # the ceilings, measured by one panel at a time
 # a cell whose autotune list the worker reads at parse: the compile pool starts then, beside it
