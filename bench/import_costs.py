@@ -7,7 +7,12 @@ kernel's module; a CUDA C++ cell pays cupy's import and context; a Pallas cell j
 script times each step alone, in a fresh ``python3`` per repetition with empty Triton and CuPy
 caches (a user's very first minute), so the phases of ``first_minute.py`` can be read against
 the floor each step sets. It also says whether the installed torch has its bytecode compiled
-(a read-only folder without ``__pycache__`` recompiles every module in every process).
+(a read-only folder without ``__pycache__`` recompiles every module in every process). By
+default every process reads its bytecode from one folder (``PYTHONPYCACHEPREFIX``) that an
+untimed pass of each step fills first, as a pip install leaves a user's packages and as
+``first_minute_ab.py --bytecode both`` runs the notebook's worker: on the H100 host of
+first_minute_ab/2026-12-07-2117, a host whose image does not write bytecode, torch's bare import
+took 3.0-4.1 s without it against 1.4-1.9 s with it. ``--bytecode host`` leaves the host as it is.
 
 The "import torch beside ..." steps time torch's import beside each thing a fresh Triton
 worker runs beside its own (the context thread's cuInit, the timer's Triton subprocess, the
@@ -89,12 +94,16 @@ print(json.dumps({{"before_s": t1 - t0, "step_s": t2 - t1}}))
 """
 
 
-def run_step(before: str, timed: str, cache: Path) -> dict[str, float] | str:
-    """One fresh process with ``cache`` as its Triton cache: the step's seconds, or why it
-    failed (its last line of stderr)."""
+def run_step(before: str, timed: str, cache: Path,
+             pyc: Path | None = None) -> dict[str, float] | str:
+    """One fresh process with ``cache`` as its Triton cache (and ``pyc`` as its bytecode
+    folder, where given): the step's seconds, or why it failed (its last line of stderr)."""
     env = {**os.environ, "TRITON_CACHE_DIR": str(cache),
            "CUPY_CACHE_DIR": str(cache / "cupy"), "PYTHONPATH": os.pathsep.join(
                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if pyc is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(pyc)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD.format(before=before, timed=timed)],
                           capture_output=True, text=True, env=env, timeout=300, check=False)
@@ -127,19 +136,26 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="fresh processes per step")
     ap.add_argument("--steps", nargs="*", help="a subset of the steps, by name prefix")
     ap.add_argument("--out", type=Path, help="folder for import_costs.json")
+    ap.add_argument("--bytecode", choices=("prefix", "host"), default="prefix",
+                    help="prefix: one bytecode folder, filled by an untimed pass (as a pip "
+                    "install leaves packages); host: as this host is")
     opts = ap.parse_args()
     steps = {k: v for k, v in STEPS.items()
              if not opts.steps or any(k.startswith(p) for p in opts.steps)}
     state = bytecode_state()
-    print("torch bytecode:", json.dumps(state), flush=True)
+    print("torch bytecode:", json.dumps(state), "processes:", opts.bytecode, flush=True)
     rows: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory(prefix="ktune-import-costs-") as tmp:
         warm = Path(tmp) / "warm"  # Triton's cache as a second notebook finds it
-        run_step(*STEPS["triton driver utilities, cold cache"], warm)
+        pyc = Path(tmp) / "pyc" if opts.bytecode == "prefix" else None
+        run_step(*STEPS["triton driver utilities, cold cache"], warm, pyc)
+        if pyc is not None:  # untimed: every module a step imports gets its bytecode
+            for before, timed in steps.values():
+                run_step(before, timed, Path(tempfile.mkdtemp(dir=tmp)), pyc)
         for rep in range(opts.reps):  # interleaved: a slow moment of the host spreads over all
             for name, (before, timed) in steps.items():
                 cache = warm if "warm cache" in name else Path(tempfile.mkdtemp(dir=tmp))
-                got = run_step(before, timed, cache)
+                got = run_step(before, timed, cache, pyc)
                 print(f"{name} rep {rep}: {json.dumps(got)}", flush=True)
                 rows.setdefault(name, {"runs": []})["runs"].append(got)  # type: ignore[union-attr]
     print(f"\n{'step':46s} {'step s (median)':>16s} {'min':>7s} {'max':>7s} {'process s':>10s}")
@@ -156,7 +172,8 @@ def main() -> int:
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "import_costs.json").write_text(json.dumps(
-            {"bytecode": state, "reps": opts.reps, "steps": rows, "at": time.time()}, indent=1))
+            {"bytecode": state, "processes": opts.bytecode, "reps": opts.reps, "steps": rows,
+             "at": time.time()}, indent=1))
     return 0
 
 

@@ -11,7 +11,6 @@ inputs and the expected outputs.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import inspect
 import os
@@ -114,41 +113,22 @@ def draw_first(key: str, job: bytes) -> bool:
     return True
 
 
-#: "0": the first set's checks run before the build that reads its types starts (to compare,
-#: ``bench/first_minute_ab.py --base-env``)
-BUILD_BEFORE_CHECKS_ENV = "KTUNE_BUILD_BEFORE_CHECKS"
-
-
-def first_set_is(key: str, spec: KernelSpec, then: Callable[[], Any] | None = None) -> bool:
+def first_set_is(key: str, spec: KernelSpec) -> bool:
     """Worker side, before the cell's first run: the set drawn at the cell's start (``key``) is
-    ``spec``'s problem's. Back already, it is kept and checked now, before the run; ``then``
-    (the build that reads the argument types from the kept set, ``user_code.any_inputs``) is
-    called as soon as the set is kept, before its checks: the all-zero check faults in every
-    page of the set (75 ms for fla's two 4096^2 operands on an H100 host, between torch's
-    import and the first compile, bench/results/first_minute_ab/2026-12-07-1459 call 3), and a
-    set that fails them fails the run anyway, which then says why. Still being drawn, the run
-    takes it if it is back by its draw (``draw_inputs``), and ``then`` is called at once. Not
-    the cell's set: ``then`` is not called. A ``then`` that raises before the checks costs
-    nothing but its build: the set is still checked and kept for the run."""
+    ``spec``'s problem's. Back already, it is checked and kept now, before the run starts its
+    build, which reads the argument types from it (``user_code.any_inputs``); still being
+    drawn, the run takes it if it is back by its draw (``draw_inputs``)."""
     io = io_key(spec)
     if not _ahead.rename(key, io, AHEAD_MAX_AGE_S):  # an older one: a cell that never ran
         return False
-    early = then is not None and os.environ.get(BUILD_BEFORE_CHECKS_ENV, "1") != "0"
     if _ahead.ready(io) and io not in _last_inputs:
         drawn = _ahead.take_set(io)
         if drawn is not None:
-            if early and isinstance(drawn.args, dict):
-                keep_inputs(spec.inputs, drawn.args)
-                with contextlib.suppress(Exception):  # a build ahead never costs the set
-                    then()
-                then = None
             args = checked_inputs(spec, Config({}), drawn.args)
             _last_inputs.clear()
             _last_inputs[io] = {"args": args, "expected": drawn.expected, "uses": 0,
                                 "reference_ms": drawn.reference_ms}
             draw_next(spec, io, args)
-    if then is not None:
-        then()
     return True
 
 

@@ -24,8 +24,7 @@ with its request id (``runner.wire``; a reply carries its request's id):
 * ``("before_first_run", spec, config, key)`` -> whether the set drawn at the cell's start
   (``key``; None: none) was there to become ``spec``'s problem's; if it was, on a GPU the
   build of ``config``, which a panel is about to run, starts meanwhile
-  (``static_reports.build_ahead``), as soon as the set is kept and before its checks
-  (``input_sets.first_set_is``); where the backend builds a host launcher per signature,
+  (``static_reports.build_ahead``); where the backend builds a host launcher per signature,
   that run launches without waiting for it (:func:`_first_launch_quick`)
 * ``("call", fn, args, kwargs)`` -> fn(*args, **kwargs), for probes and tests
 * ``("ping",)`` -> "pong"
@@ -130,9 +129,9 @@ def _handle(msg: tuple) -> tuple:
         from jupyter_ktune.runner.static_reports import build_ahead
 
         _, spec, config, key = msg
-        # its argument types at hand (the set kept, before its checks): no draw of its own
-        taken = key is not None and first_set_is(
-            key, spec, None if config is None else lambda: build_ahead(spec, config))
+        taken = key is not None and first_set_is(key, spec)
+        if taken and config is not None:  # its argument types at hand: no draw of its own
+            build_ahead(spec, config)
         if config is not None:
             with contextlib.suppress(Exception):  # the run launches as it always did
                 _first_launch_quick(spec, config)

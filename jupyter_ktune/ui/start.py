@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 import threading
 import time
@@ -24,14 +23,6 @@ from jupyter_ktune.spec import KernelSpec
 from jupyter_ktune.tuning.pool_warm import start_pool_at_parse
 
 _live: dict[Any, Any] = {}  # what a new panel replaces -> its live panel
-#: "0": the compile pool's tasks are sent before the first set is claimed (to compare,
-#: ``bench/first_minute_ab.py --base-env``). Sent first, the pool's threads were busy while the
-#: notebook sent the claim that starts the first build (the pool's submit thread ran Python for
-#: 121 ms from 2.13 s, its queue feeder from 2.30 s, and the build started at 2.38 s, 0.28 s
-#: after torch's import ended: fla on an H100 host, bench/results/first_minute_ab/2026-12-07-1459
-#: call 3). Pickling a task is not the cost (0.05-0.2 ms for fla's cell); whether the threads
-#: held the GIL there, the sampler cannot tell, and the order's effect is not measured yet.
-CLAIM_FIRST_ENV = "KTUNE_CLAIM_FIRST"
 _measuring = threading.Lock()  # the ceilings, measured by one panel at a time
 # a cell whose autotune list the worker reads at parse: the compile pool starts then, beside it
 # (Autotune's first result waited 7.2-11.8 s for the pool's own imports when it started after)
@@ -94,14 +85,11 @@ def panel_for(spec: KernelSpec, replaces: Any = None) -> Any:
     # opening's parts are reported once, by whichever waited for them first)
     cold = _added(take_cold(worker, spec),
                   cold_phases(worker, waits, t0, time.perf_counter(), spec.backend))
-    early = os.environ.get(CLAIM_FIRST_ENV, "1") != "0"
-    pool = None if early else warm_pool(spec, device)
+    pool = warm_pool(spec, device)  # the compile pool starts now: Autotune finds it ready
     limits = worker.limits(spec)  # the inputs' values a require line names: read in the worker
     first = choose_config(spec, None, limits)
     claim_first_set(worker, spec, first)  # its set taken, and its build started, while the
     # notebook makes the panel (0.36-0.40 s of widgets and figures)
-    if early:  # the compile pool's tasks now, after the claim: Autotune still finds it ready
-        pool = warm_pool(spec, device)
     key = spec.name if replaces is None else replaces
     old = _live.pop(key, None)
     if old is not None:

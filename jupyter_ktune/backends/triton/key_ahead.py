@@ -11,7 +11,7 @@ to its warm-up pool processes the same way (``triton.runtime.cache.triton_key = 
 ``triton/_compile_warmup_pool.py``). On an H100 host, in turns against ``KTUNE_KEY_AHEAD=0``
 (5 a side): fla's first result 3.17 -> 2.93 s from spawn, new lower in 5 of 5 pairs (median of
 the pairs -0.19 s), torch's import in the worker 1.72 -> 1.46 s
-(bench/results/first_minute_ab/2026-12-07-1459, call 1).
+(7df6452:bench/results/first_minute_ab/2026-12-07-1459, call 1).
 
 The key is a pipe of its own (``pass_fds``), not the subprocess's stdout: stdout stays DEVNULL,
 so nothing the build prints (its seconds, a compiler's warnings) can fill a pipe nobody reads,
