@@ -107,9 +107,9 @@ def mapped(segment: str, shape: tuple[int, ...], dtype: Any, order: str) -> np.n
     ms of the worker's first run on this project's CPU machine, on that run's path, and as much
     again in fresh pages. On an H100 host, in turns against the copy (5 a side): the vector
     add's first result 2.27 -> 2.04 s from spawn, new lower in 4 of 5 pairs, its wait for the
-    set 949 -> 854 ms (7df6452:bench/results/first_minute_ab/2026-12-07-1459, call 1; the same tree's
-    two sides read 2.22 and 2.21 s in call 2, so the gain is under the spread). The worker still
-    maps the pages in at the array's first read: in a sampled fla cell (call 3) the check for
+    set 949 -> 854 ms (7df6452:bench/results/first_minute_ab/2026-12-07-1459, call 1; the same
+    tree's two sides read 2.22 and 2.21 s in call 2, so the gain is under the spread). The worker
+    still maps the pages in at the array's first read: in a sampled fla cell (call 3) the check for
     all-zero inputs, the first to read them, took 75 ms, against 40 ms after the copy's 41 ms in
     2026-12-07-1145's sampled cell on another host, so what is saved is the copy, not the pages.
     The mapping is private to the worker from here (the helper closed its own, and the name is

@@ -132,7 +132,9 @@ def read_hints(future: Future | None, wait_s: float = 0.0) -> Any:
 #: All 15 at once slowed the worker's own import (the first result) by 3-4 s: fla's modules
 #: 12.0-15.9 s in the worker against 8.0 s in a lone process on the same H200
 #: (bench/results/corpus_vs_autotune/2026-12-04-1959). Two are enough for Autotune's first
-#: results; :func:`warm_pool` has the rest import it once the worker has.
+#: results; :func:`warm_pool` has the rest import it once the worker has. Against the pool started
+#: with the panel, on an H100 host: liger's Autotune first result 1.87 -> 0.55 s, fla's the same,
+#: both first cells the same (bench/results/first_minute_ab/2026-12-07-2117, calls 3-5).
 PARSE_PRELOADERS = 2
 POOL_AT_PARSE_ENV = "KTUNE_POOL_AT_PARSE"  # "0": the pool starts with warm_pool (to compare)
 
