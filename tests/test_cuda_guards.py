@@ -178,3 +178,53 @@ def test_inputs_are_checked_without_reading_them_back(monkeypatch):
     monkeypatch.setattr(type(bound), "read_inputs", lambda self, names: pytest.fail("read back"))
     v = _verify(spec, bound, {"y": 2 * host["x"]}, inputs=host)
     assert v.summary().startswith("the kernel changed input `x` (10 of 1000 elements)")
+
+
+def checks_through_cupy(monkeypatch, bound):
+    """As in a worker before torch's CUDA warm-up (a CUDA cell with a NumPy reference): the
+    inputs and outputs must be checked where they live, never read back."""
+    monkeypatch.setattr("jupyter_ktune.backends.cuda.launch.warmed_torch", lambda: None)
+    monkeypatch.setattr(type(bound), "read_inputs", lambda self, names: pytest.fail("read back"))
+    monkeypatch.setattr(type(bound), "read_outputs", lambda self: pytest.fail("read back"))
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (correct, None),
+    (in_place, "the kernel changed input `x` (10 of 1000 elements)"),
+    (lambda x, y, n: (correct(x, y, n), y.__setitem__(slice(990, None), np.nan)),
+     "y: kernel wrote NaN/Inf at 10 elements (first at (990,))"),
+    (lambda x, y, n: (correct(x, y, n), y.__setitem__(slice(None, 3), 1e4)),
+     "y: 3 of 1,000 elements beyond"),
+    (lambda x, y, n: y.__setitem__(slice(None, 500), 2 * x[:500]),  # the rest never written
+     "y: 500 of 1,000 elements never written (first at (500,))"),
+])
+def test_before_torch_the_checks_run_through_cupy(monkeypatch, body, words):
+    """The vector add's first verification read its output and both inputs back (120 MB) and
+    compared them on the host, 0.19 s of its first result: CuPy's arrays are compared in place,
+    the reference uploaded once per set (``DeviceReference``)."""
+    from jupyter_ktune.measure.verify_device import DeviceReference
+
+    spec, bound, host = bind(monkeypatch, body)
+    checks_through_cupy(monkeypatch, bound)
+    expected = {"y": 2 * host["x"]}
+    v = _verify(spec, bound, expected, DeviceReference(expected), inputs=host)
+    if words is None:
+        assert v.passed and not v.changed_inputs and not v.guard_breaches, v
+    else:
+        assert not v.passed and v.summary().startswith(words), v.summary()
+
+
+def test_the_cupy_checks_switch_reads_back_as_before(monkeypatch):
+    """``KTUNE_CUPY_CHECKS=0`` gives the read-back path (to compare on a device)."""
+    from jupyter_ktune.measure.verify_device import DeviceReference
+
+    monkeypatch.setenv("KTUNE_CUPY_CHECKS", "0")
+    spec, bound, host = bind(monkeypatch, in_place)
+    monkeypatch.setattr("jupyter_ktune.backends.cuda.launch.warmed_torch", lambda: None)
+    read = []
+    real = type(bound).read_inputs
+    monkeypatch.setattr(type(bound), "read_inputs",
+                        lambda self, names: (read.append(tuple(names)), real(self, names))[1])
+    expected = {"y": 2 * host["x"]}
+    v = _verify(spec, bound, expected, DeviceReference(expected), inputs=host)
+    assert read == [("x",)] and v.summary().startswith("the kernel changed input `x`")
