@@ -57,7 +57,8 @@ def verdict(fault: int, monkeypatch, cupy_checks: bool) -> tuple[bool, str]:
     bound = variant.bind(host)
     if cupy_checks:
         for read in ("read_inputs", "read_outputs"):
-            monkeypatch.setattr(type(bound), read, lambda *a: pytest.fail(f"{read}: read back"))
+            monkeypatch.setattr(type(bound), read,
+                                lambda *a, r=read: pytest.fail(f"{r}: read back"))
     expected = {"y": 2 * host["x"]}
     v = _verify(spec, bound, expected, DeviceReference(expected), inputs=host)
     monkeypatch.undo()
