@@ -272,29 +272,14 @@ def _compare_slice(out: np.ndarray, ref: np.ndarray, wd: type, tol: Tolerance, o
     part.nonfinite_diff = not finite_all
     if finite_diff.size:
         part.max_abs = float(finite_diff.max())
-    rel = relative_error(diff, abs_r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.divide(diff, abs_r, out=np.zeros_like(diff), where=abs_r > 0)
     part.zero_ref_off = bool(np.any((abs_r == 0) & (diff > 0)))
     kept = rel if finite_all else rel[~np.isnan(rel)]
     if kept.size:
         part.max_rel = float(kept.max())
     part.diff_sq = _sum_sq(finite_diff)
     return part
-
-
-def relative_error(diff: Any, abs_r: Any) -> Any:
-    """``diff / abs_r`` where ``abs_r > 0``, else 0. NumPy writes it in place (``where=``);
-    CuPy's ufuncs take no ``where=``, so its arrays get the same values through ``where``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if isinstance(diff, np.ndarray):
-            return np.divide(diff, abs_r, out=np.zeros_like(diff), where=abs_r > 0)
-        return relative_by_where(diff, abs_r)
-
-
-def relative_by_where(diff: Any, abs_r: Any) -> Any:
-    """:func:`relative_error` through ``where`` alone, for array types whose ufuncs take no
-    ``where=`` (CuPy's): the same values, with two more temporaries."""
-    positive = abs_r > 0
-    return np.where(positive, diff / np.where(positive, abs_r, 1), 0).astype(diff.dtype)
 
 
 def _map(fn: Any, work: list[tuple[Any, ...]]) -> list[Any]:
@@ -319,8 +304,6 @@ def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance,
     float32 (float64 for 64-bit or 32-bit-integer data) over slices of :data:`CHUNK` elements,
     on several threads; the special cases are checked among the failing elements only. An
     interactive panel and every config of a sweep verify, so this is on the critical path.
-    CuPy arrays (a CUDA cell's outputs where torch is not started) are compared where they
-    live, the same NumPy calls dispatched to CuPy, in one slice: only scalars come back.
     """
     if out.shape != ref.shape:
         if ref.size not in (1, out.size):
@@ -331,12 +314,11 @@ def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: Tolerance,
         ref = ref.reshape(out.shape) if ref.size == out.size else np.broadcast_to(ref, out.shape)
     wd = _work_dtype(out, ref)
     o, r = np.ascontiguousarray(out).reshape(-1), np.ascontiguousarray(ref).reshape(-1)
-    chunk = CHUNK if isinstance(o, np.ndarray) else max(o.size, 1)
-    starts = range(0, o.size, chunk)
-    ref_sq = sum(_map(_finite_sq, [(r[s:s + chunk], wd) for s in starts]))
+    starts = range(0, o.size, CHUNK)
+    ref_sq = sum(_map(_finite_sq, [(r[s:s + CHUNK], wd) for s in starts]))
     scale = rms_scale(ref_sq, o.size, out.dtype)
     held = held_bits(out.dtype, poisoned)
-    parts = _map(_compare_slice, [(o[s:s + chunk], r[s:s + chunk], wd, tol, s, scale, held)
+    parts = _map(_compare_slice, [(o[s:s + CHUNK], r[s:s + CHUNK], wd, tol, s, scale, held)
                                   for s in starts])
     total = Part(ref_sq=ref_sq)
     for p in parts:

@@ -135,12 +135,10 @@ class DeviceReference:
 
     def __init__(self, expected: Mapping[str, np.ndarray]):
         self.expected = expected
-        self._dev: dict[tuple[str, str], Any] = {}
+        self._dev: dict[str, Any] = {}
 
-    def tensor(self, name: str, to_device: Any, kind: str = "tensor") -> Any:
-        """The reference of ``name`` on the device (uploaded on first use), as ``kind``: a
-        torch tensor, or a CuPy array for a CUDA cell's compare before torch is started (one
-        input set can serve both, the first run before torch's warm-up and later ones after)."""
-        if (name, kind) not in self._dev:
-            self._dev[name, kind] = to_device(np.ascontiguousarray(self.expected[name]))
-        return self._dev[name, kind]
+    def tensor(self, name: str, to_device: Any) -> Any:
+        """The reference of ``name`` on the device (uploaded on first use)."""
+        if name not in self._dev:
+            self._dev[name] = to_device(np.ascontiguousarray(self.expected[name]))
+        return self._dev[name]

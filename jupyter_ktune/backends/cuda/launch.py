@@ -13,7 +13,6 @@ back from the device to find an in-place kernel.
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,24 +36,9 @@ from jupyter_ktune.backends.torch_interop import (
 from jupyter_ktune.backends.uploads import pristine
 from jupyter_ktune.errors import CellError, OutOfResources
 from jupyter_ktune.launch_geometry import dims, smem_bytes
-from jupyter_ktune.measure.integrity import (
-    GuardBreach,
-    count_changed,
-    guard_bits,
-    guard_breach,
-    guard_layout,
-)
+from jupyter_ktune.measure.integrity import GuardBreach, guard_bits, guard_breach, guard_layout
 from jupyter_ktune.measure.verify import poison, poison_bits
 from jupyter_ktune.spec import KernelSpec
-
-#: "0": before torch's CUDA is warm, a CUDA cell's outputs and inputs are read back and checked
-#: on the host, as before the checks through CuPy (to compare on a device)
-CUPY_CHECKS_ENV = "KTUNE_CUPY_CHECKS"
-
-
-def _cupy_checks() -> bool:
-    return os.environ.get(CUPY_CHECKS_ENV) != "0"
-
 
 #: Tunables taken as the block size when the cell gives no ``block =`` line.
 FALLBACK_BLOCK_NAMES = ("BLOCK", "BLOCK_SIZE", "THREADS")
@@ -277,40 +261,27 @@ class CudaBound:
 
     def count_changed_inputs(self, names: Any) -> dict[str, tuple[int, int]]:
         """``{name: (elements changed, size)}`` for the pointer inputs among ``names``,
-        compared with their pristine device copies (nothing is read back): through torch once
-        its CUDA is started, else through CuPy (``count_changed``'s NumPy calls, dispatched).
-        A CUDA cell with a NumPy reference does not start torch for its first run (1.2-1.9 s
-        of import), and reading its inputs back instead took part of the vector add's 0.19 s
-        verification (bench/results/first_minute_ab/2026-12-07-2117)."""
-        torch = warmed_torch()
-        if torch is None and not _cupy_checks():
-            return {}
-        return {n: (g.changed(torch) if torch is not None
-                    else count_changed(g.pristine, g.inner), g.size)
-                for n, g in self._guarded.items() if n in names and n not in self.outputs}
-
-    def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
-        """The outputs for the on-device compare, with their declared dtypes: torch tensors
-        over the same device memory (DLPack) once torch's CUDA is started; before, the CuPy
-        arrays themselves where CuPy has their dtype (bfloat16 and fp8 travel as raw bits:
-        those are read back and compared on the host)."""
+        compared with their pristine device copies through torch (nothing is read back);
+        {} until torch's CUDA is started (then the caller reads them back)."""
         torch = warmed_torch()
         if torch is None:
-            return {k: (dev, dtype) for k, (dev, dtype) in self.outputs.items()
-                    if dev.dtype == dtype} if _cupy_checks() else {}
+            return {}
+        return {n: (self._guarded[n].changed(torch), self._guarded[n].size) for n in names
+                if n in self._guarded and n not in self.outputs}
+
+    def device_outputs(self) -> dict[str, tuple[Any, np.dtype]]:
+        """The outputs as torch tensors over the same device memory (DLPack), with their
+        declared dtypes, for the on-device compare; {} until torch's CUDA is started, or where
+        torch is not installed (then the outputs are compared on the host)."""
+        torch = warmed_torch()
+        if torch is None:
+            return {}
         return {k: (from_cupy(torch, dev, dtype), dtype)
                 for k, (dev, dtype) in self.outputs.items()}
 
     def to_device(self, value: np.ndarray) -> Any:
         """A host array as a torch tensor on this variant's GPU (for the reference)."""
         return to_torch(value, f"cuda:{self._cupy.cuda.Device().id}")
-
-    def to_device_array(self, value: np.ndarray) -> Any:
-        """A host array as a CuPy array (for the reference of a compare through CuPy); a
-        dtype CuPy lacks (bfloat16, fp8) goes as float32, which holds it exactly."""
-        if _device_dtype(self._cupy, value.dtype) != value.dtype:
-            value = value.astype(np.float32)
-        return _upload(self._cupy, value, value.dtype)
 
     def guard_breaches(self) -> list[GuardBreach]:
         """Writes the kernel made into the guards around any pointer argument."""
