@@ -255,6 +255,34 @@ test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, b
   await nb7.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
   await painted(nb7);
   await nb7.screenshot({ path: `${SHOTS}/panel-notebook7.png` });
+
+  // saved, then reloaded with the kernel alive, as in JupyterLab: the figures are filled again
+  // and show the config the sliders were left on
+  const shown = nb7.locator('.ktune-badge code.ktune-shown').first();
+  const before = (await shown.textContent())!.trim();
+  expect(before).toContain('BLOCK=128');
+  await nb7.locator('.jp-Notebook .jp-Cell').first().click();
+  await nb7.keyboard.press('Control+s');
+  await expect
+    .poll(
+      () =>
+        nb7.evaluate(async p => {
+          const r = await fetch(`/api/contents/${p}?content=1`);
+          return JSON.stringify((await r.json()).content).includes('application/vnd.jupyter-ktune.panel+json');
+        }, `${tmpPath}/nb7.ipynb`),
+      { timeout: 30000 }
+    )
+    .toBe(true);
+  await nb7.reload();
+  await nb7.locator('.jp-ktune-panel').first().waitFor({ timeout: 60000 });
+  await expectFiguresFilled(nb7, 1);
+  await expect(shown).toHaveText(before, { timeout: 60000 });
+  await expect(nb7.locator('.jp-ktune-panel .ktune-slider', { hasText: 'BLOCK' }).locator('.widget-readout')).toHaveText(
+    '128'
+  );
+  await nb7.locator('.jp-ktune-panel').first().evaluate(e => e.scrollIntoView({ block: 'start' }));
+  await painted(nb7);
+  await nb7.screenshot({ path: `${SHOTS}/panel-notebook7-after-reload.png` });
   await nb7.close();
 });
 
