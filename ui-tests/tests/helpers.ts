@@ -88,6 +88,14 @@ export async function runInNotebook7(
   return nb7;
 }
 
+/** The notebook at ``file`` as the server has it on disk (what a reload will show). */
+export async function savedNotebook(page: Page, file: string): Promise<any> {
+  return page.evaluate(async p => {
+    const r = await fetch(`/api/contents/${p}?content=1`);
+    return (await r.json()).content;
+  }, file);
+}
+
 export function consoleErrors(page: Page): string[] {
   const errors: string[] = [];
   page.on('console', msg => {

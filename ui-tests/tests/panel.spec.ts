@@ -11,7 +11,7 @@ import type { Page } from '@playwright/test';
 import * as path from 'path';
 
 import { figuresByPanel } from './bokeh_figures';
-import { consoleErrors, openFixture, painted, runInNotebook7, settled, SHOTS } from './helpers';
+import { consoleErrors, openFixture, painted, runInNotebook7, savedNotebook, settled, SHOTS } from './helpers';
 
 const QUICKSTART = path.resolve(__dirname, '..', '..', 'examples', 'quickstart.ipynb');
 
@@ -104,10 +104,7 @@ test('quickstart: figures hold data on first render, after a reload, and reopene
   await page.waitForTimeout(1500); // the snapshot widget refreshes at most every 0.5 s
   await page.notebook.save();
 
-  const saved = await page.evaluate(async p => {
-    const r = await fetch(`/api/contents/${p}?content=1`);
-    return (await r.json()).content;
-  }, `${tmpPath}/quickstart.ipynb`);
+  const saved = await savedNotebook(page, `${tmpPath}/quickstart.ipynb`);
   const after = JSON.stringify(saved).length;
   const outputs = (saved.cells as any[]).flatMap(c => c.outputs ?? []);
   const panels = outputs.filter(o => o.data && o.data['application/vnd.jupyter-ktune.panel+json']);
@@ -264,15 +261,8 @@ test('arrow keys move a focused slider in Notebook 7', async ({ page, tmpPath, b
   await nb7.locator('.jp-Notebook .jp-Cell').first().click();
   await nb7.keyboard.press('Control+s');
   await expect
-    .poll(
-      () =>
-        nb7.evaluate(async p => {
-          const r = await fetch(`/api/contents/${p}?content=1`);
-          return JSON.stringify((await r.json()).content).includes('application/vnd.jupyter-ktune.panel+json');
-        }, `${tmpPath}/nb7.ipynb`),
-      { timeout: 30000 }
-    )
-    .toBe(true);
+    .poll(async () => JSON.stringify(await savedNotebook(nb7, `${tmpPath}/nb7.ipynb`)), { timeout: 30000 })
+    .toContain('application/vnd.jupyter-ktune.panel+json');
   await nb7.reload();
   await nb7.locator('.jp-ktune-panel').first().waitFor({ timeout: 60000 });
   await expectFiguresFilled(nb7, 1);
